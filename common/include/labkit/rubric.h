@@ -1,0 +1,59 @@
+// A lab's rubric.toml: its gates with points, speed thresholds and visibility. The gate binaries read their
+// thresholds from it at run time and the grader reads points from it, so an instructor changes grading by
+// editing the file, without recompiling.
+//
+//   lab = "01"
+//   title = "Naive to tiled matrix multiply"
+//   time_limit_s = 300            # whole gate binary
+//   gate_time_limit_s = 60        # any single gate
+//   [leaderboard]                 # the headline figure for the class leaderboard
+//   gate = "step5.speed"
+//   metric = "candidate_gflops"
+//   order = "desc"
+//   [[gate]]
+//   id = "step2.speed"
+//   title = "Step 2 (coalesced) is faster than step 1"
+//   kind = "speed"                # cpu | correctness | speed
+//   points = 5
+//   metric = "ratio"              # the figure the gate reports that the threshold applies to
+//   threshold = 2.0               # pass when metric >= threshold
+//   reference = 6.1               # what the reference solution measured (H100), for information
+//   hidden = false                # hidden gates: not in the student release, visible after the due date
+//   hint = "..."                  # shown with a failure
+#pragma once
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace labkit {
+
+struct RubricGate {
+  std::string id, title, kind = "correctness";
+  double points = 0;
+  std::string metric;                // speed gates: name of the reported metric the threshold applies to
+  std::optional<double> threshold;   // speed gates
+  std::optional<double> reference;   // the reference solution's figure
+  bool hidden = false;
+  std::string hint;
+};
+
+struct Rubric {
+  std::string lab, title, path;
+  double time_limit_s = 600, gate_time_limit_s = 120;
+  std::string leaderboard_gate, leaderboard_metric, leaderboard_order = "desc";
+  std::vector<RubricGate> gates;
+
+  const RubricGate* find(const std::string& id) const;
+  double max_points() const;
+};
+
+class RubricError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Throws RubricError naming the file and the problem (missing id, duplicate id, threshold on a non-speed gate...).
+Rubric load_rubric(const std::string& path);
+Rubric parse_rubric(const std::string& toml_text, const std::string& source_name);
+
+}  // namespace labkit

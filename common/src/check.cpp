@@ -1,0 +1,88 @@
+#include "labkit/check.h"
+
+#include <sstream>
+
+#include "labkit/cublas.h"
+#include "labkit/cusparse.h"
+
+namespace labkit {
+
+bool is_sticky(cudaError_t code) noexcept {
+  switch (code) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorContextIsDestroyed:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool CudaError::sticky() const noexcept { return is_sticky(code_); }
+
+static const char* hint_for(cudaError_t code) {
+  switch (code) {
+    case cudaErrorIllegalAddress:
+      return " (a kernel read or wrote outside its allocations: check index bounds; run compute-sanitizer)";
+    case cudaErrorInvalidConfiguration:
+      return " (launch configuration: more than 1024 threads per block, a zero-sized grid, or too much shared memory)";
+    case cudaErrorMemoryAllocation:
+      return " (the device is out of memory)";
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+      return " (no usable GPU: run `labgrade doctor`)";
+    case cudaErrorNoKernelImageForDevice:
+      return " (the binary has no code for this GPU's architecture: reconfigure with the gpu preset)";
+    default:
+      return "";
+  }
+}
+
+void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line) {
+  std::ostringstream os;
+  os << file << ":" << line << ": " << call << " failed: " << cudaGetErrorName(code) << ": "
+     << cudaGetErrorString(code) << hint_for(code);
+  throw CudaError(code, os.str());
+}
+
+void throw_library_error(const char* library, int status, const char* status_name, const char* call,
+                         const char* file, int line) {
+  std::ostringstream os;
+  os << file << ":" << line << ": " << call << " failed: " << library << " " << status_name << " (" << status << ")";
+  throw LibraryError(status, os.str());
+}
+
+const char* cublas_status_name(cublasStatus_t status) noexcept {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "CUBLAS_STATUS_UNKNOWN";
+  }
+}
+
+CublasHandle::CublasHandle() { LABKIT_CUBLAS(cublasCreate(&handle_)); }
+CublasHandle::~CublasHandle() {
+  if (handle_) cublasDestroy(handle_);
+}
+CusparseHandle::CusparseHandle() { LABKIT_CUSPARSE(cusparseCreate(&handle_)); }
+CusparseHandle::~CusparseHandle() {
+  if (handle_) cusparseDestroy(handle_);
+}
+
+}  // namespace labkit

@@ -1,0 +1,352 @@
+#include "labkit/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+#include "labkit/guard.h"
+
+namespace labkit {
+namespace {
+
+std::size_t cols_of(const CheckOptions& opt, std::size_t n) {
+  if (opt.cols) return opt.cols;
+  return opt.rows ? n / opt.rows : n;
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  if (std::isnan(v))
+    os << "NaN";
+  else
+    os << std::setprecision(9) << v;
+  return os.str();
+}
+
+template <class T>
+bool same_bits(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// Wrong elements as (index) list, with the shape, turned into the pattern a student can act on.
+struct PatternInput {
+  std::size_t rows, cols;
+  const std::vector<std::size_t>* wrong;  // sorted indices
+};
+
+std::string describe_pattern(const CheckOptions& opt, const PatternInput& in) {
+  const auto& wrong = *in.wrong;
+  if (wrong.empty() || in.rows <= 1 || in.cols == 0) return "";
+  std::vector<std::size_t> per_row(in.rows, 0), per_col(in.cols, 0);
+  for (std::size_t idx : wrong) {
+    ++per_row[idx / in.cols];
+    ++per_col[idx % in.cols];
+  }
+  std::vector<std::size_t> full_rows, full_cols, any_rows, any_cols;
+  for (std::size_t r = 0; r < in.rows; ++r) {
+    if (per_row[r]) any_rows.push_back(r);
+    if (per_row[r] == in.cols) full_rows.push_back(r);
+  }
+  for (std::size_t c = 0; c < in.cols; ++c) {
+    if (per_col[c]) any_cols.push_back(c);
+    if (per_col[c] == in.rows) full_cols.push_back(c);
+  }
+  std::ostringstream os;
+  const std::size_t total = in.rows * in.cols;
+  if (wrong.size() == total) return "every element is wrong";
+  // Whole rows / whole columns.
+  if (!full_rows.empty() && full_rows.size() * in.cols == wrong.size())
+    os << "whole rows are wrong: " << format_ranges(full_rows) << " (" << full_rows.size() << " of " << in.rows
+       << " rows), the others are right";
+  else if (!full_cols.empty() && full_cols.size() * in.rows == wrong.size())
+    os << "whole columns are wrong: " << format_ranges(full_cols) << " (" << full_cols.size() << " of " << in.cols
+       << " columns), the others are right";
+  if (!os.str().empty()) return os.str();
+  // Errors only in the partial tiles at the bottom/right edge.
+  for (std::size_t t : {8, 16, 32, 64, 128, 256}) {
+    std::size_t r0 = in.rows / t * t, c0 = in.cols / t * t;
+    if (r0 == in.rows && c0 == in.cols) continue;  // no partial tile of this size
+    if (r0 == 0 && c0 == 0) continue;              // the whole matrix is one partial tile: says nothing
+    bool edge_only = std::all_of(wrong.begin(), wrong.end(), [&](std::size_t idx) {
+      return idx / in.cols >= r0 || idx % in.cols >= c0;
+    });
+    if (edge_only) {
+      os << "all wrong elements lie at the edge: rows >= " << r0 << " or columns >= " << c0 << " of " << in.rows
+         << "x" << in.cols << " (the partial tiles if the tile is " << t << " wide): check the bounds tests for "
+         << "the last, incomplete tile";
+      return os.str();
+    }
+  }
+  os << "wrong elements in rows " << format_ranges(any_rows) << " and columns " << format_ranges(any_cols);
+  return os.str();
+}
+
+template <class T>
+double to_double(const T& v) {
+  return static_cast<double>(v);
+}
+
+}  // namespace
+
+std::string format_ranges(const std::vector<std::size_t>& idx, std::size_t max_items) {
+  std::ostringstream os;
+  std::size_t items = 0;
+  for (std::size_t i = 0; i < idx.size();) {
+    std::size_t j = i;
+    while (j + 1 < idx.size() && idx[j + 1] == idx[j] + 1) ++j;
+    if (items == max_items) {
+      os << ", ...";
+      break;
+    }
+    if (items) os << ", ";
+    os << idx[i];
+    if (j > i) os << "-" << idx[j];
+    ++items;
+    i = j + 1;
+  }
+  return os.str();
+}
+
+std::string format_index(const CheckOptions& opt, std::size_t index) {
+  std::ostringstream os;
+  if (opt.rows > 1 && opt.cols) {
+    os << opt.name << "(" << index / opt.cols << "," << index % opt.cols << ")";
+  } else if (opt.rows > 1) {
+    os << opt.name << "[" << index << "]";
+  } else {
+    os << opt.name << "[" << index << "]";
+  }
+  return os.str();
+}
+
+namespace {
+
+template <class T>
+Verdict finish(const std::vector<T>& got, const CheckOptions& opt, Verdict v, std::vector<std::size_t>& wrong,
+               std::size_t first_bad, double first_expected, double norm, const std::string& scope) {
+  CheckOptions named = opt;
+  named.cols = cols_of(opt, got.size());
+  v.ok = wrong.empty() && v.unwritten == 0;
+  if (v.ok) return v;
+  std::ostringstream os;
+  os << std::setprecision(3);
+  os << opt.name << " is wrong" << scope << ": relative error " << v.rel_error << " (allowed " << v.tolerance
+     << ")";
+  if (v.unwritten)
+    os << "\n  " << v.unwritten << " of " << got.size() << " elements were never written (still "
+       << (opt.initial ? "their initial value" : "the poison value") << ")";
+  if (!wrong.empty()) {
+    os << "\n  " << wrong.size() << " of " << v.checked << " checked elements are wrong";
+    if (v.nonfinite) os << " (" << v.nonfinite << " are NaN or Inf)";
+    os << "\n  first wrong element " << format_index(named, first_bad) << " [index " << first_bad
+       << "]: expected " << num(first_expected) << ", got " << num(to_double(got[first_bad]));
+    if (is_poison(got[first_bad])) os << " (poison: never written)";
+    os << "; allowed error " << num(v.tolerance * norm);
+  }
+  std::sort(wrong.begin(), wrong.end());
+  if (named.rows > 1 && v.checked == got.size()) {
+    std::string pattern = describe_pattern(named, PatternInput{named.rows, named.cols, &wrong});
+    if (!pattern.empty()) os << "\n  pattern: " << pattern;
+  }
+  v.message = os.str();
+  return v;
+}
+
+template <class T>
+bool untouched(const std::vector<T>& got, const CheckOptions& opt, std::size_t i) {
+  if (is_poison(got[i])) return true;
+  if (opt.initial) return same_bits(got[i], static_cast<const T*>(opt.initial)[i]);
+  return false;
+}
+
+}  // namespace
+
+template <class T>
+Verdict check_close(const std::vector<T>& got, const std::vector<double>& expected, const CheckOptions& opt) {
+  Verdict v;
+  v.tolerance = opt.tolerance;
+  if (got.size() != expected.size()) {
+    v.ok = false;
+    v.message = opt.name + " has " + std::to_string(got.size()) + " elements, expected " +
+                std::to_string(expected.size());
+    return v;
+  }
+  double norm = 0;
+  for (double e : expected)
+    if (std::isfinite(e)) norm = std::max(norm, std::fabs(e));
+  const double allowed = opt.tolerance * (norm > 0 ? norm : 1.0);
+  std::vector<std::size_t> wrong;
+  double max_err = 0;
+  std::size_t first_bad = 0;
+  double first_expected = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = to_double(got[i]), e = expected[i];
+    bool bad;
+    if (!std::isfinite(e)) {
+      bad = !(std::isnan(e) ? std::isnan(g) : g == e);
+    } else if (!std::isfinite(g)) {
+      bad = true;
+      ++v.nonfinite;
+      max_err = std::numeric_limits<double>::infinity();
+    } else {
+      double err = std::fabs(g - e);
+      max_err = std::max(max_err, err);
+      bad = err > allowed;
+    }
+    if (bad) {
+      // An element that still holds its initial value where the answer differs was never written.
+      if (untouched(got, opt, i)) ++v.unwritten;
+      if (wrong.empty()) {
+        first_bad = i;
+        first_expected = e;
+      }
+      wrong.push_back(i);
+    }
+  }
+  v.checked = got.size();
+  v.wrong = wrong.size();
+  v.rel_error = norm > 0 ? max_err / norm : max_err;
+  v = finish(got, opt, v, wrong, first_bad, first_expected, norm, "");
+  if (!v.ok) {
+    for (const auto& h : opt.hypotheses) {
+      if (h.expected.size() != got.size()) continue;
+      bool match = true;
+      for (std::size_t i = 0; i < got.size() && match; ++i)
+        match = std::isfinite(to_double(got[i])) && std::fabs(to_double(got[i]) - h.expected[i]) <= allowed;
+      if (match) {
+        v.message += "\n  likely cause: " + h.mistake;
+        break;
+      }
+    }
+  }
+  return v;
+}
+
+template <class T>
+Verdict check_close_at(const std::vector<T>& got, const std::vector<std::pair<std::size_t, double>>& samples,
+                       const CheckOptions& opt) {
+  Verdict v;
+  v.tolerance = opt.tolerance;
+  double norm = 0;
+  for (const auto& s : samples)
+    if (std::isfinite(s.second)) norm = std::max(norm, std::fabs(s.second));
+  const double allowed = opt.tolerance * (norm > 0 ? norm : 1.0);
+  std::vector<std::size_t> wrong;
+  double max_err = 0, first_expected = 0;
+  std::size_t first_bad = 0;
+  for (const auto& [i, e] : samples) {
+    const double g = to_double(got.at(i));
+    bool bad = !std::isfinite(g) || std::fabs(g - e) > allowed;
+    if (!std::isfinite(g)) ++v.nonfinite;
+    max_err = std::max(max_err, std::isfinite(g) ? std::fabs(g - e) : std::numeric_limits<double>::infinity());
+    if (bad) {
+      if (wrong.empty() || i < first_bad) {
+        first_bad = i;
+        first_expected = e;
+      }
+      wrong.push_back(i);
+    }
+  }
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (is_poison(got[i])) ++v.unwritten;  // initial-value checks need the answer; poison needs nothing
+  v.checked = samples.size();
+  v.wrong = wrong.size();
+  v.rel_error = norm > 0 ? max_err / norm : max_err;
+  return finish(got, opt, v, wrong, first_bad, first_expected, norm, " (at sampled positions)");
+}
+
+template <class T>
+Verdict check_same_runs(const std::vector<T>& first, const std::vector<T>& second, const CheckOptions& opt) {
+  Verdict v;
+  CheckOptions named = opt;
+  named.cols = cols_of(opt, first.size());
+  std::vector<std::size_t> diff;
+  for (std::size_t i = 0; i < first.size() && i < second.size(); ++i)
+    if (!same_bits(first[i], second[i])) diff.push_back(i);
+  v.checked = first.size();
+  v.wrong = diff.size();
+  v.ok = diff.empty() && first.size() == second.size();
+  if (!v.ok) {
+    std::ostringstream os;
+    os << "two identical runs gave different " << opt.name << ": " << diff.size() << " elements differ, first "
+       << format_index(named, diff.front()) << " (" << num(to_double(first[diff.front()])) << " then "
+       << num(to_double(second[diff.front()])) << ").\n  Results that change between identical runs mean a "
+       << "race: most often a missing __syncthreads() between writing shared memory and reading it, or before "
+       << "the next tile overwrites it.";
+    v.message = os.str();
+  }
+  return v;
+}
+
+template <class T>
+Verdict check_equal(const std::vector<T>& got, const std::vector<T>& expected, const CheckOptions& opt) {
+  Verdict v;
+  CheckOptions named = opt;
+  named.cols = cols_of(opt, got.size());
+  if (got.size() != expected.size()) {
+    v.ok = false;
+    v.message = opt.name + " has " + std::to_string(got.size()) + " elements, expected " +
+                std::to_string(expected.size());
+    return v;
+  }
+  std::vector<std::size_t> wrong;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    bool eq = same_bits(got[i], expected[i]) || got[i] == expected[i];
+    if (!eq) {
+      wrong.push_back(i);
+      if (is_poison(got[i])) ++v.unwritten;
+    }
+  }
+  v.checked = got.size();
+  v.wrong = wrong.size();
+  v.ok = wrong.empty();
+  if (!v.ok) {
+    std::ostringstream os;
+    os << opt.name << " is wrong: " << wrong.size() << " of " << got.size() << " elements differ";
+    if (v.unwritten) os << " (" << v.unwritten << " never written: still the poison value)";
+    os << "\n  first wrong element " << format_index(named, wrong.front()) << ": expected "
+       << num(to_double(expected[wrong.front()])) << ", got " << num(to_double(got[wrong.front()]));
+    if (named.rows > 1) {
+      std::string pattern = describe_pattern(named, PatternInput{named.rows, named.cols, &wrong});
+      if (!pattern.empty()) os << "\n  pattern: " << pattern;
+    }
+    v.message = os.str();
+  }
+  return v;
+}
+
+template <class T>
+Verdict check_unmodified(const std::vector<T>& after, const std::vector<T>& before, const std::string& name) {
+  Verdict v;
+  v.checked = before.size();
+  for (std::size_t i = 0; i < before.size(); ++i)
+    if (!same_bits(after[i], before[i])) {
+      if (!v.wrong)
+        v.message = "the input " + name + " was modified (first at " + name + "[" + std::to_string(i) +
+                    "]): a kernel wrote to an array it should only read";
+      ++v.wrong;
+    }
+  v.ok = v.wrong == 0;
+  return v;
+}
+
+#define LABKIT_INSTANTIATE(T)                                                                               \
+  template Verdict check_close<T>(const std::vector<T>&, const std::vector<double>&, const CheckOptions&);  \
+  template Verdict check_close_at<T>(const std::vector<T>&, const std::vector<std::pair<std::size_t, double>>&, \
+                                     const CheckOptions&);                                                  \
+  template Verdict check_same_runs<T>(const std::vector<T>&, const std::vector<T>&, const CheckOptions&);   \
+  template Verdict check_equal<T>(const std::vector<T>&, const std::vector<T>&, const CheckOptions&);       \
+  template Verdict check_unmodified<T>(const std::vector<T>&, const std::vector<T>&, const std::string&);
+LABKIT_INSTANTIATE(float)
+LABKIT_INSTANTIATE(double)
+LABKIT_INSTANTIATE(std::int32_t)
+LABKIT_INSTANTIATE(std::uint32_t)
+LABKIT_INSTANTIATE(std::int64_t)
+LABKIT_INSTANTIATE(std::uint64_t)
+#undef LABKIT_INSTANTIATE
+
+}  // namespace labkit

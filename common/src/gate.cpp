@@ -1,0 +1,77 @@
+#include "labkit/gate.h"
+
+#include <catch2/catch_get_random_seed.hpp>
+#include <catch2/interfaces/catch_interfaces_capture.hpp>
+#include <catch2/internal/catch_context.hpp>
+#include <iomanip>
+#include <memory>
+#include <sstream>
+
+#include "labkit/random.h"
+#include "labkit/report.h"
+
+namespace labkit {
+namespace detail {
+std::string gate_binary = "gates";
+std::string gate_rubric_path;
+}  // namespace detail
+
+namespace gate {
+
+std::uint64_t base_seed() { return Catch::getSeed(); }
+std::uint64_t seed(std::string_view label) { return derive_seed(base_seed(), label); }
+
+std::string reproduce_hint() {
+  std::ostringstream os;
+  os << "reproduce: " << detail::gate_binary << " \"" << report::current_gate() << "\" --rng-seed " << base_seed();
+  return os.str();
+}
+
+const Rubric& rubric() {
+  static std::unique_ptr<Rubric> r;
+  if (!r) r = std::make_unique<Rubric>(load_rubric(detail::gate_rubric_path));
+  return *r;
+}
+
+double threshold(std::string gate_id) {
+  if (gate_id.empty()) gate_id = report::current_gate();
+  const RubricGate* g = rubric().find(gate_id);
+  if (!g || !g->threshold) FAIL("the rubric " << rubric().path << " has no threshold for gate " << gate_id);
+  return *g->threshold;
+}
+
+void require(const Verdict& verdict, std::string_view context) {
+  if (verdict.ok) return;
+  FAIL(context << ": " << verdict.message << "\n  " << reproduce_hint());
+}
+
+void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name, std::string_view candidate_name,
+                     double work, std::string_view work_unit) {
+  const std::string id = report::current_gate();
+  const double need = threshold(id);
+  const RubricGate* g = rubric().find(id);
+  auto rate = [&](const TimingStats& t) { return work / (t.median_ms * 1e-3); };
+  report::metric("baseline_ms", cmp.baseline.median_ms, "ms");
+  report::metric("candidate_ms", cmp.candidate.median_ms, "ms");
+  if (work > 0) {
+    report::metric("baseline_rate", rate(cmp.baseline), std::string(work_unit) + "/s");
+    report::metric("candidate_rate", rate(cmp.candidate), std::string(work_unit) + "/s");
+  }
+  report::metric("ratio", cmp.ratio, "x");
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2);
+  os << candidate_name << " runs at " << cmp.ratio << "x the speed of " << baseline_name << "; the gate needs "
+     << need << "x";
+  if (g && g->reference) os << " (the reference solution reached " << *g->reference << "x on an H100)";
+  os << "\n  " << baseline_name << ": " << std::setprecision(3) << cmp.baseline.median_ms << " ms";
+  if (work > 0) os << " = " << std::setprecision(1) << rate(cmp.baseline) << " " << work_unit << "/s";
+  os << "\n  " << candidate_name << ": " << std::setprecision(3) << cmp.candidate.median_ms << " ms";
+  if (work > 0) os << " = " << std::setprecision(1) << rate(cmp.candidate) << " " << work_unit << "/s";
+  os << "\n  (median of " << cmp.candidate.repeats << " interleaved runs each)";
+  if (g && !g->hint.empty()) os << "\n  hint: " << g->hint;
+  INFO(os.str());
+  CHECK(cmp.ratio >= need);
+}
+
+}  // namespace gate
+}  // namespace labkit

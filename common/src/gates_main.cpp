@@ -1,0 +1,160 @@
+// main() of every gate binary: Catch2 with two extra options and a listener that writes the structured result
+// channel (see labkit/report.h) for the grader.
+#include <catch2/catch_session.hpp>
+#include <catch2/catch_test_case_info.hpp>
+#include <catch2/catch_translate_exception.hpp>
+#include <catch2/reporters/catch_reporter_event_listener.hpp>
+#include <catch2/reporters/catch_reporter_registrars.hpp>
+#include <catch2/catch_get_random_seed.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "labkit/check.h"
+#include "labkit/device.h"
+#include "labkit/not_implemented.h"
+#include "labkit/report.h"
+
+namespace labkit::detail {
+extern const char* const gate_lab_id;
+extern const char* const gate_default_rubric;
+extern std::string gate_binary;
+extern std::string gate_rubric_path;
+}  // namespace labkit::detail
+
+namespace {
+
+struct GateState {
+  bool not_implemented = false;
+  bool context_lost = false;
+  bool crashed = false;
+  std::string messages;
+  std::chrono::steady_clock::time_point start;
+};
+GateState g_state;
+
+void add_message(const std::string& m) {
+  if (m.empty()) return;
+  if (!g_state.messages.empty()) g_state.messages += "\n";
+  g_state.messages += m;
+}
+
+bool context_lost_now() {
+  if (!labkit::has_device()) return false;
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaGetLastError();
+  return labkit::is_sticky(e);
+}
+
+class ResultChannelListener : public Catch::EventListenerBase {
+ public:
+  using Catch::EventListenerBase::EventListenerBase;
+
+  void testRunStarting(const Catch::TestRunInfo&) override {
+    nlohmann::json j{{"event", "run_start"},
+                     {"lab", labkit::detail::gate_lab_id},
+                     {"seed", Catch::getSeed()},
+                     {"rubric", labkit::detail::gate_rubric_path}};
+    j["device"] = labkit::has_device() ? labkit::describe(labkit::device_info()) : labkit::no_device_reason();
+    labkit::report::detail::write_line(j.dump());
+  }
+
+  void testCaseStarting(const Catch::TestCaseInfo& info) override {
+    g_state = GateState{};
+    g_state.start = std::chrono::steady_clock::now();
+    labkit::report::detail::set_current_gate(info.name);
+    labkit::report::detail::write_line(nlohmann::json{{"event", "gate_start"}, {"gate", info.name}}.dump());
+  }
+
+  void assertionEnded(const Catch::AssertionStats& stats) override {
+    const auto& r = stats.assertionResult;
+    if (r.isOk() && r.getResultType() != Catch::ResultWas::ExplicitSkip) return;
+    std::string text;
+    for (const auto& info : stats.infoMessages) text += info.message + "\n";
+    if (r.getResultType() == Catch::ResultWas::ExplicitSkip || r.getResultType() == Catch::ResultWas::ExplicitFailure ||
+        r.getResultType() == Catch::ResultWas::ThrewException || r.getResultType() == Catch::ResultWas::FatalErrorCondition)
+      text += r.getMessage();
+    else
+      text += "check failed: " + r.getExpressionInMacro() + " with " + r.getExpandedExpression();
+    add_message(text);
+  }
+
+  void fatalErrorEncountered(Catch::StringRef error) override {
+    g_state.crashed = true;
+    add_message("the gate binary crashed: " + std::string(error));
+  }
+
+  void testCaseEnded(const Catch::TestCaseStats& stats) override {
+    const auto& a = stats.totals.assertions;
+    if (!g_state.crashed && context_lost_now()) {
+      g_state.context_lost = true;
+      add_message("the CUDA context was destroyed (an illegal address or a trap in a kernel)");
+    }
+    std::string status;
+    if (g_state.crashed)
+      status = "crashed";
+    else if (g_state.not_implemented)
+      status = "not_implemented";
+    else if (a.failed > 0)
+      status = g_state.context_lost ? "crashed" : "failed";
+    else if (a.skipped > 0)
+      status = "skipped";
+    else
+      status = "passed";
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_state.start).count();
+    nlohmann::json j{{"event", "gate_end"}, {"gate", stats.testInfo->name}, {"status", status},
+                     {"message", g_state.messages}, {"seconds", seconds}};
+    labkit::report::detail::write_line(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    labkit::report::detail::set_current_gate("");
+    if (g_state.context_lost) {
+      std::cerr << "labkit: the CUDA context is lost; stopping here (the grader restarts the remaining gates in a "
+                   "fresh process)"
+                << std::endl;
+      std::_Exit(3);
+    }
+  }
+
+  void testRunEnded(const Catch::TestRunStats& stats) override {
+    const auto& t = stats.totals.testCases;
+    labkit::report::detail::write_line(nlohmann::json{{"event", "run_end"},
+                                                      {"passed", t.passed},
+                                                      {"failed", t.failed},
+                                                      {"skipped", t.skipped}}
+                                           .dump());
+  }
+};
+
+}  // namespace
+
+CATCH_REGISTER_LISTENER(ResultChannelListener)
+
+CATCH_TRANSLATE_EXCEPTION(const labkit::NotImplemented& e) {
+  g_state.not_implemented = true;
+  return e.what();
+}
+
+CATCH_TRANSLATE_EXCEPTION(const labkit::CudaError& e) {
+  if (e.sticky()) g_state.context_lost = true;
+  return e.what();
+}
+
+int main(int argc, char** argv) {
+  Catch::Session session;
+  std::string results, rubric;
+  using namespace Catch::Clara;
+  auto cli = session.cli() |
+             Opt(results, "path")["--labkit-results"]("append each gate's result as a JSON line to this file") |
+             Opt(rubric, "path")["--labkit-rubric"]("the rubric.toml with the speed thresholds (default: the lab's)");
+  session.cli(cli);
+  if (int rc = session.applyCommandLine(argc, argv)) return rc;
+  labkit::detail::gate_binary = argv[0];
+  labkit::detail::gate_rubric_path = rubric.empty() ? labkit::detail::gate_default_rubric : rubric;
+  try {
+    labkit::report::detail::open(results);
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << std::endl;
+    return 2;
+  }
+  return session.run();
+}

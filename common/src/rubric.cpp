@@ -1,0 +1,92 @@
+#include "labkit/rubric.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace labkit {
+
+const RubricGate* Rubric::find(const std::string& id) const {
+  for (const auto& g : gates)
+    if (g.id == id) return &g;
+  return nullptr;
+}
+
+double Rubric::max_points() const {
+  double sum = 0;
+  for (const auto& g : gates) sum += g.points;
+  return sum;
+}
+
+namespace {
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  throw RubricError(source + ": " + what);
+}
+std::string where(const toml::node& n) {
+  std::ostringstream os;
+  os << "line " << n.source().begin.line;
+  return os.str();
+}
+}  // namespace
+
+Rubric parse_rubric(const std::string& text, const std::string& source) {
+  toml::table t;
+  try {
+    t = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << "line " << e.source().begin.line << ", column " << e.source().begin.column << ": " << e.description();
+    fail(source, os.str());
+  }
+  Rubric r;
+  r.path = source;
+  r.lab = t["lab"].value_or(std::string{});
+  if (r.lab.empty()) fail(source, "missing `lab = \"NN\"`");
+  r.title = t["title"].value_or(std::string{});
+  r.time_limit_s = t["time_limit_s"].value_or(r.time_limit_s);
+  r.gate_time_limit_s = t["gate_time_limit_s"].value_or(r.gate_time_limit_s);
+  if (auto lb = t["leaderboard"].as_table()) {
+    r.leaderboard_gate = (*lb)["gate"].value_or(std::string{});
+    r.leaderboard_metric = (*lb)["metric"].value_or(std::string{});
+    r.leaderboard_order = (*lb)["order"].value_or(std::string("desc"));
+  }
+  auto* arr = t["gate"].as_array();
+  if (!arr || arr->empty()) fail(source, "no [[gate]] entries");
+  std::set<std::string> seen;
+  for (auto& node : *arr) {
+    auto* g = node.as_table();
+    if (!g) fail(source, where(node) + ": [[gate]] must be a table");
+    RubricGate gate;
+    gate.id = (*g)["id"].value_or(std::string{});
+    if (gate.id.empty()) fail(source, where(node) + ": a gate without `id`");
+    if (!seen.insert(gate.id).second) fail(source, where(node) + ": duplicate gate id `" + gate.id + "`");
+    gate.title = (*g)["title"].value_or(gate.id);
+    gate.kind = (*g)["kind"].value_or(std::string("correctness"));
+    if (gate.kind != "cpu" && gate.kind != "correctness" && gate.kind != "speed")
+      fail(source, where(node) + ": gate `" + gate.id + "`: kind must be cpu, correctness or speed");
+    gate.points = (*g)["points"].value_or(0.0);
+    if (gate.points < 0) fail(source, where(node) + ": gate `" + gate.id + "`: negative points");
+    gate.metric = (*g)["metric"].value_or(std::string{});
+    if (auto th = (*g)["threshold"].value<double>()) gate.threshold = *th;
+    if (auto ref = (*g)["reference"].value<double>()) gate.reference = *ref;
+    gate.hidden = (*g)["hidden"].value_or(false);
+    gate.hint = (*g)["hint"].value_or(std::string{});
+    if (gate.kind == "speed" && (!gate.threshold || gate.metric.empty()))
+      fail(source, where(node) + ": speed gate `" + gate.id + "` needs `metric` and `threshold`");
+    r.gates.push_back(std::move(gate));
+  }
+  if (!r.leaderboard_gate.empty() && !r.find(r.leaderboard_gate))
+    fail(source, "[leaderboard] names gate `" + r.leaderboard_gate + "`, which the rubric does not have");
+  return r;
+}
+
+Rubric load_rubric(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw RubricError(path + ": cannot open the rubric");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_rubric(ss.str(), path);
+}
+
+}  // namespace labkit

@@ -1,0 +1,152 @@
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <cmath>
+
+#include "labkit/compare.h"
+#include "labkit/guard.h"
+
+using Catch::Matchers::ContainsSubstring;
+using labkit::CheckOptions;
+
+namespace {
+std::vector<double> ramp(std::size_t n) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = 1.0 + 0.5 * double(i % 7) - double(i % 3);
+  return v;
+}
+std::vector<float> as_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+CheckOptions matrix(std::size_t rows, std::size_t cols, double tol = 1e-6) {
+  CheckOptions o;
+  o.tolerance = tol;
+  o.rows = rows;
+  o.cols = cols;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("check_close accepts an answer within the tolerance", "[cpu][compare]") {
+  auto exp = ramp(100);
+  auto got = as_float(exp);
+  auto v = labkit::check_close(got, exp, matrix(10, 10));
+  CHECK(v.ok);
+  CHECK(v.message.empty());
+  CHECK(v.rel_error < 1e-7);
+}
+
+TEST_CASE("check_close names the first wrong element with expected and got", "[cpu][compare]") {
+  auto exp = ramp(12);
+  auto got = as_float(exp);
+  got[7] += 0.5f;
+  auto v = labkit::check_close(got, exp, matrix(3, 4));
+  REQUIRE_FALSE(v.ok);
+  CHECK(v.wrong == 1);
+  CHECK_THAT(v.message, ContainsSubstring("C(1,3)") && ContainsSubstring("index 7"));
+}
+
+TEST_CASE("check_close uses the relative infinity norm", "[cpu][compare]") {
+  std::vector<double> exp{1000.0, 1.0};
+  std::vector<float> got{1000.0f, 1.0005f};  // error 5e-4 relative to ||exp|| = 1000 -> 5e-7
+  CHECK(labkit::check_close(got, exp, matrix(1, 2, 1e-6)).ok);
+  CHECK_FALSE(labkit::check_close(got, exp, matrix(1, 2, 1e-7)).ok);
+}
+
+TEST_CASE("poisoned elements are reported as never written", "[cpu][compare]") {
+  auto exp = ramp(16);
+  auto got = as_float(exp);
+  got[5] = labkit::poison_value<float>();
+  auto v = labkit::check_close(got, exp, matrix(4, 4));
+  REQUIRE_FALSE(v.ok);
+  CHECK(v.unwritten == 1);
+  CHECK_THAT(v.message, ContainsSubstring("never written"));
+}
+
+TEST_CASE("NaN in the output is wrong even where the error cannot be measured", "[cpu][compare]") {
+  auto exp = ramp(4);
+  auto got = as_float(exp);
+  got[2] = std::nanf("");
+  auto v = labkit::check_close(got, exp, matrix(1, 4));
+  REQUIRE_FALSE(v.ok);
+  CHECK(v.nonfinite == 1);
+}
+
+TEST_CASE("whole untouched rows are recognised", "[cpu][compare]") {
+  const std::size_t R = 8, C = 5;
+  auto exp = ramp(R * C);
+  auto got = as_float(exp);
+  std::vector<float> initial(R * C, 0.25f);
+  for (std::size_t c = 0; c < C; ++c) got[6 * C + c] = got[7 * C + c] = 0.25f;
+  auto opt = matrix(R, C);
+  opt.initial = initial.data();
+  auto v = labkit::check_close(got, exp, opt);
+  REQUIRE_FALSE(v.ok);
+  CHECK(v.unwritten == 2 * C);
+  CHECK_THAT(v.message, ContainsSubstring("whole rows are wrong: 6-7"));
+  CHECK_THAT(v.message, ContainsSubstring("their initial value"));
+}
+
+TEST_CASE("whole wrong columns are recognised", "[cpu][compare]") {
+  const std::size_t R = 6, C = 9;
+  auto exp = ramp(R * C);
+  auto got = as_float(exp);
+  for (std::size_t r = 0; r < R; ++r) got[r * C + 2] += 1.0f;
+  auto v = labkit::check_close(got, exp, matrix(R, C));
+  REQUIRE_FALSE(v.ok);
+  CHECK_THAT(v.message, ContainsSubstring("whole columns are wrong: 2"));
+}
+
+TEST_CASE("errors confined to the partial edge tiles are recognised", "[cpu][compare]") {
+  const std::size_t R = 40, C = 40;  // 32x32 tiles leave a partial band of 8
+  auto exp = ramp(R * C);
+  auto got = as_float(exp);
+  got[35 * C + 3] += 1.0f;
+  got[4 * C + 36] += 1.0f;
+  auto v = labkit::check_close(got, exp, matrix(R, C));
+  REQUIRE_FALSE(v.ok);
+  CHECK_THAT(v.message, ContainsSubstring("at the edge") && ContainsSubstring("rows >= 32 or columns >= 32"));
+}
+
+TEST_CASE("a matching hypothesis names the likely mistake", "[cpu][compare]") {
+  auto exp = ramp(9);
+  std::vector<double> wrong(9, 3.0);
+  std::vector<float> got(9, 3.0f);
+  auto opt = matrix(3, 3);
+  opt.hypotheses.push_back({"the accumulation into C is missing", wrong});
+  auto v = labkit::check_close(got, exp, opt);
+  REQUIRE_FALSE(v.ok);
+  CHECK_THAT(v.message, ContainsSubstring("likely cause: the accumulation into C is missing"));
+}
+
+TEST_CASE("sampled comparison checks only the samples but still finds poison everywhere", "[cpu][compare]") {
+  std::vector<float> got(100, 1.0f);
+  got[99] = labkit::poison_value<float>();
+  std::vector<std::pair<std::size_t, double>> samples{{0, 1.0}, {50, 1.0}};
+  auto v = labkit::check_close_at(got, samples, matrix(10, 10));
+  CHECK_FALSE(v.ok);
+  CHECK(v.unwritten == 1);
+  got[99] = 1.0f;
+  CHECK(labkit::check_close_at(got, samples, matrix(10, 10)).ok);
+}
+
+TEST_CASE("runs that differ are diagnosed as a race", "[cpu][compare]") {
+  std::vector<float> a{1, 2, 3, 4}, b{1, 2, 3.5f, 4};
+  auto v = labkit::check_same_runs(a, b, matrix(2, 2));
+  REQUIRE_FALSE(v.ok);
+  CHECK_THAT(v.message, ContainsSubstring("__syncthreads") && ContainsSubstring("C(1,0)"));
+  CHECK(labkit::check_same_runs(a, a, matrix(2, 2)).ok);
+}
+
+TEST_CASE("exact comparison and unmodified inputs", "[cpu][compare]") {
+  std::vector<int> a{1, 2, 3}, b{1, 2, 4};
+  CHECK(labkit::check_equal(a, a, matrix(1, 3)).ok);
+  auto v = labkit::check_equal(a, b, matrix(1, 3));
+  CHECK_FALSE(v.ok);
+  CHECK_THAT(v.message, ContainsSubstring("C[2]"));
+  auto u = labkit::check_unmodified(b, a, "A");
+  CHECK_FALSE(u.ok);
+  CHECK_THAT(u.message, ContainsSubstring("input A was modified"));
+}
+
+TEST_CASE("format_ranges compresses runs", "[cpu][compare]") {
+  CHECK(labkit::format_ranges({1, 2, 3, 7, 9, 10}) == "1-3, 7, 9-10");
+  CHECK(labkit::format_ranges({1, 3, 5, 7, 9, 11, 13, 15}, 3) == "1, 3, 5, ...");
+}

@@ -1,0 +1,97 @@
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "labkit/random.h"
+#include "labkit/reference.h"
+#include "labkit/report.h"
+#include "labkit/rubric.h"
+
+using Catch::Matchers::ContainsSubstring;
+
+TEST_CASE("a rubric parses gates, thresholds and the leaderboard", "[cpu][rubric]") {
+  auto r = labkit::parse_rubric(R"(
+lab = "01"
+title = "t"
+gate_time_limit_s = 30
+[leaderboard]
+gate = "s.speed"
+metric = "candidate_rate"
+[[gate]]
+id = "s.correct"
+points = 4
+[[gate]]
+id = "s.speed"
+kind = "speed"
+points = 2
+metric = "ratio"
+threshold = 1.5
+reference = 2.5
+hidden = true
+)",
+                                "test.toml");
+  CHECK(r.lab == "01");
+  CHECK(r.gate_time_limit_s == 30);
+  REQUIRE(r.gates.size() == 2);
+  CHECK(r.max_points() == 6);
+  const auto* s = r.find("s.speed");
+  REQUIRE(s);
+  CHECK(*s->threshold == 1.5);
+  CHECK(s->hidden);
+  CHECK(r.leaderboard_metric == "candidate_rate");
+}
+
+TEST_CASE("rubric errors name the file and the problem", "[cpu][rubric]") {
+  auto msg = [](const char* text) {
+    try {
+      labkit::parse_rubric(text, "r.toml");
+    } catch (const labkit::RubricError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(msg("title = 'x'\n[[gate]]\nid='a'\n"), ContainsSubstring("r.toml: missing `lab"));
+  CHECK_THAT(msg("lab='1'\n[[gate]]\nid='a'\n[[gate]]\nid='a'\n"), ContainsSubstring("duplicate gate id `a`"));
+  CHECK_THAT(msg("lab='1'\n[[gate]]\nid='a'\nkind='speed'\n"), ContainsSubstring("needs `metric` and `threshold`"));
+  CHECK_THAT(msg("lab='1'\n[[gate]\n"), ContainsSubstring("line 2"));
+  CHECK_THAT(msg("lab='1'\n[leaderboard]\ngate='zz'\n[[gate]]\nid='a'\n"), ContainsSubstring("`zz`"));
+}
+
+TEST_CASE("the CPU matmul reference matches a direct sum and the blocked float version", "[cpu][reference]") {
+  const int M = 37, N = 29, K = 53;
+  auto A = labkit::random_floats(std::size_t(M) * K, 1);
+  auto B = labkit::random_floats(std::size_t(K) * N, 2);
+  auto C0 = labkit::random_floats(std::size_t(M) * N, 3);
+  auto ref = labkit::matmul_ref(M, N, K, A, B, C0);
+  CHECK(std::fabs(ref[5 * N + 7] - labkit::matmul_ref_at(M, N, K, A, B, C0, 5, 7)) < 1e-12);
+  auto C = C0;
+  labkit::matmul_cpu_blocked(M, N, K, A.data(), B.data(), C.data());
+  double max_err = 0;
+  for (std::size_t i = 0; i < C.size(); ++i) max_err = std::max(max_err, std::fabs(C[i] - ref[i]));
+  CHECK(max_err < 1e-4);
+}
+
+TEST_CASE("transpose reference", "[cpu][reference]") {
+  std::vector<float> in{1, 2, 3, 4, 5, 6};  // 2x3
+  CHECK(labkit::transpose_ref<float>(2, 3, in) == std::vector<float>{1, 4, 2, 5, 3, 6});
+}
+
+TEST_CASE("the result channel writes one flushed JSON object per line", "[cpu][report]") {
+  const std::string path = "report_test.jsonl";
+  std::remove(path.c_str());
+  labkit::report::detail::open(path);
+  labkit::report::detail::set_current_gate("g1");
+  labkit::report::metric("ratio", 2.5, "x");
+  labkit::report::detail::open("");
+  std::ifstream in(path);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  auto j = nlohmann::json::parse(line);
+  CHECK(j["event"] == "metric");
+  CHECK(j["gate"] == "g1");
+  CHECK(j["value"] == 2.5);
+  std::remove(path.c_str());
+}

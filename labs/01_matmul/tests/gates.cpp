@@ -1,0 +1,260 @@
+// Lab 01 gates. Correctness: every step over shapes from 1x1x1 to 2048^3 (primes, non-multiples of every tile
+// size, 1xN and Mx1, M,N >> K), fresh random inputs per run, guard bands around every array, C checked for
+// never-written elements and for run-to-run differences. Speed: ratios measured in one process.
+#include <catch2/catch_test_macros.hpp>
+#include <cmath>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "labkit/cublas.h"
+#include "labkit/gate.h"
+#include "labkit/guard.h"
+#include "labkit/random.h"
+#include "labkit/reference.h"
+#include "labkit/report.h"
+#include "matmul.h"
+
+namespace {
+
+enum class Step { cublas = 0, naive_col, naive_row, tiled, regblock, tuned };
+const char* const kStepName[] = {"step 0 (cuBLAS)",   "step 1 (naive, column walk)",
+                                 "step 2 (naive, row walk)", "step 3 (shared-memory tiles)",
+                                 "step 4 (register blocking)", "step 5 (tuned)"};
+
+labkit::CublasHandle& cublas() {
+  static labkit::CublasHandle handle;  // created once per process: handle creation costs ~100 ms
+  return handle;
+}
+
+void run(Step s, int M, int N, int K, const float* A, const float* B, float* C) {
+  switch (s) {
+    case Step::cublas: return lab01::matmul_cublas(cublas(), M, N, K, A, B, C);
+    case Step::naive_col: return lab01::matmul_naive_col(M, N, K, A, B, C);
+    case Step::naive_row: return lab01::matmul_naive_row(M, N, K, A, B, C);
+    case Step::tiled: return lab01::matmul_tiled(M, N, K, A, B, C);
+    case Step::regblock: return lab01::matmul_regblock(M, N, K, A, B, C);
+    case Step::tuned: return lab01::matmul_tuned(M, N, K, A, B, C);
+  }
+}
+
+// A reference step the gates trust for large outputs: cuBLAS with the same row-major trick, called directly.
+void reference_sgemm(int M, int N, int K, const float* A, const float* B, float* C) {
+  const float one = 1.f;
+  LABKIT_CUBLAS(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &one, C, N));
+}
+
+// Tolerance. An fp32 dot product of K random terms accumulates rounding errors that grow like sqrt(K)*u
+// (u = 2^-24) relative to the size of the result, whatever the summation order; 16*sqrt(K+1)*u leaves a wide
+// margin for any correct order. TF32 (10-bit mantissa, u = 2^-11) lands near 1e-4 and fails at every K.
+double tolerance(int K) { return 16.0 * std::sqrt(double(K) + 1.0) * 0x1p-24; }
+
+struct Shape {
+  int M, N, K;
+};
+std::string str(const Shape& s) {
+  std::ostringstream os;
+  os << "M=" << s.M << " N=" << s.N << " K=" << s.K;
+  return os.str();
+}
+
+const std::vector<Shape> kShapes = {
+    {1, 1, 1},        {2, 3, 5},         {7, 13, 17},       {31, 37, 41},      {33, 65, 129},
+    {64, 64, 64},     {127, 131, 137},   {1, 300, 7},       {300, 1, 9},       {5, 7, 1000},
+    {1000, 1100, 32}, {1037, 999, 64},   {513, 1027, 128},  {1024, 1024, 156}, {2048, 2048, 2048},
+};
+constexpr double kFullReferenceLimit = double(1 << 28);  // multiply-adds; above it: sampled + vs cuBLAS
+
+struct Inputs {
+  Shape s;
+  std::vector<float> A, B, C0;
+  labkit::GuardedBuffer<float> dA, dB, dC;
+  explicit Inputs(Shape sh)
+      : s(sh),
+        A(labkit::random_floats(std::size_t(sh.M) * sh.K, labkit::gate::seed("A " + str(sh)))),
+        B(labkit::random_floats(std::size_t(sh.K) * sh.N, labkit::gate::seed("B " + str(sh)))),
+        C0(labkit::random_floats(std::size_t(sh.M) * sh.N, labkit::gate::seed("C " + str(sh)))),
+        dA(A.size(), "A"),
+        dB(B.size(), "B"),
+        dC(C0.size(), "C") {
+    dA.upload(A);
+    dB.upload(B);
+    dC.upload(C0);
+  }
+  std::vector<float> run_step(Step step) {
+    dC.upload(C0);
+    run(step, s.M, s.N, s.K, dA.data(), dB.data(), dC.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
+    return dC.download();
+  }
+};
+
+labkit::CheckOptions options_for(const Inputs& in) {
+  labkit::CheckOptions opt;
+  opt.tolerance = tolerance(in.s.K);
+  opt.name = "C";
+  opt.rows = in.s.M;
+  opt.cols = in.s.N;
+  opt.initial = in.C0.data();
+  return opt;
+}
+
+// Wrong answers of common mistakes, so that the diagnosis can name them (small shapes only: each is a product).
+void add_hypotheses(const Inputs& in, const std::vector<double>& ref, labkit::CheckOptions& opt) {
+  const Shape& s = in.s;
+  if (double(s.M) * s.N * s.K > double(1 << 22)) return;
+  std::vector<double> no_accumulate(ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) no_accumulate[i] = ref[i] - in.C0[i];
+  opt.hypotheses.push_back({"C was overwritten instead of accumulated: the result lacks the + C (beta = 1)",
+                            std::move(no_accumulate)});
+  if (s.M == s.N) {
+    std::vector<double> transposed(ref.size());
+    for (int i = 0; i < s.M; ++i)
+      for (int j = 0; j < s.N; ++j)
+        transposed[std::size_t(i) * s.N + j] = in.C0[std::size_t(i) * s.N + j] + ref[std::size_t(j) * s.N + i] -
+                                               in.C0[std::size_t(j) * s.N + i];
+    opt.hypotheses.push_back({"C holds (A*B) transposed: a row-major / column-major mix-up", std::move(transposed)});
+  }
+  // A k loop that drops the partial last tile along K (for a tile of t): the products for k >= K/t*t are missing.
+  for (int t : {8, 16, 32, 64}) {
+    const int K_short = s.K / t * t;
+    if (K_short == s.K || K_short == 0) continue;
+    std::vector<double> dropped(ref.size());
+    for (int i = 0; i < s.M; ++i)
+      for (int j = 0; j < s.N; ++j) {
+        double tail = 0;
+        for (int k = K_short; k < s.K; ++k) tail += double(in.A[std::size_t(i) * s.K + k]) * in.B[std::size_t(k) * s.N + j];
+        dropped[std::size_t(i) * s.N + j] = ref[std::size_t(i) * s.N + j] - tail;
+      }
+    opt.hypotheses.push_back({"the products for k >= " + std::to_string(K_short) +
+                                  " are missing: the loop over K skips the partial last tile (tile " +
+                                  std::to_string(t) + ")",
+                              std::move(dropped)});
+  }
+}
+
+// Checks one step on one shape: value, never-written elements, guard bands, unmodified inputs, repeatability.
+void check_shape(Step step, const Shape& s) {
+  Inputs in(s);
+  const std::vector<float> out = in.run_step(step);
+  const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(s);
+
+  for (const auto* buf : {&in.dA, &in.dB, &in.dC}) {
+    auto g = buf->check_guards();
+    if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+  }
+  labkit::gate::require(labkit::check_unmodified(in.dA.download(), in.A, "A"), ctx);
+  labkit::gate::require(labkit::check_unmodified(in.dB.download(), in.B, "B"), ctx);
+
+  labkit::CheckOptions opt = options_for(in);
+  if (double(s.M) * s.N * s.K <= kFullReferenceLimit) {
+    const auto ref = labkit::matmul_ref(s.M, s.N, s.K, in.A, in.B, in.C0);
+    add_hypotheses(in, ref, opt);
+    labkit::gate::require(labkit::check_close(out, ref, opt), ctx);
+  } else {
+    // Too large for a full CPU product: every element against cuBLAS (itself checked at sampled positions),
+    // and whole edge rows/columns plus random positions against the CPU in double.
+    std::vector<std::pair<std::size_t, double>> samples;
+    auto sample = [&](int i, int j) {
+      samples.emplace_back(std::size_t(i) * s.N + j, labkit::matmul_ref_at(s.M, s.N, s.K, in.A, in.B, in.C0, i, j));
+    };
+    for (int j = 0; j < s.N; ++j) sample(0, j), sample(s.M / 2, j), sample(s.M - 1, j);
+    for (int i = 0; i < s.M; ++i) sample(i, 0), sample(i, s.N / 2), sample(i, s.N - 1);
+    for (int r = 0; r < 4096; ++r) {
+      const auto pos = labkit::random_bits(labkit::gate::seed("positions"), r);
+      sample(int(pos % s.M), int((pos >> 32) % s.N));
+    }
+    labkit::gate::require(labkit::check_close_at(out, samples, opt), ctx);
+    if (step != Step::cublas) {
+      labkit::GuardedBuffer<float> trusted(in.C0.size(), "C (cuBLAS)");
+      trusted.upload(in.C0);
+      reference_sgemm(s.M, s.N, s.K, in.dA.data(), in.dB.data(), trusted.data());
+      const auto t = trusted.download();
+      labkit::gate::require(labkit::check_close_at(t, samples, opt), "the cuBLAS cross-check itself, " + str(s));
+      labkit::gate::require(labkit::check_close(out, std::vector<double>(t.begin(), t.end()), opt),
+                            ctx + " (compared with cuBLAS)");
+    }
+  }
+  const std::vector<float> again = in.run_step(step);
+  labkit::gate::require(labkit::check_same_runs(out, again, opt), ctx);
+}
+
+void check_step(Step step) {
+  for (const Shape& s : kShapes) check_shape(step, s);
+}
+
+// Speed: candidate vs baseline at one size, after checking the candidate's answer at that size.
+void check_speed(Step baseline, Step candidate, int n) {
+  const Shape s{n, n, n};
+  Inputs in(s);
+  {
+    const auto out = in.run_step(candidate);
+    labkit::GuardedBuffer<float> trusted(in.C0.size(), "C (cuBLAS)");
+    trusted.upload(in.C0);
+    reference_sgemm(n, n, n, in.dA.data(), in.dB.data(), trusted.data());
+    const auto t = trusted.download();
+    labkit::gate::require(labkit::check_close(out, std::vector<double>(t.begin(), t.end()), options_for(in)),
+                          std::string(kStepName[int(candidate)]) + " at the timed size " + str(s));
+  }
+  labkit::TimingOptions opt;
+  opt.warmup = 2;
+  opt.min_repeats = 5;
+  opt.budget_ms = 400;
+  auto launcher = [&](Step st) {
+    return [&, st](int) { run(st, n, n, n, in.dA.data(), in.dB.data(), in.dC.data()); };
+  };
+  const auto cmp = labkit::compare_speed(launcher(baseline), launcher(candidate), opt);
+  const double gflop = 2.0 * n * double(n) * n / 1e9;
+  labkit::gate::require_speedup(cmp, kStepName[int(baseline)], kStepName[int(candidate)], gflop, "GFLOP");
+}
+
+}  // namespace
+
+TEST_CASE("cpu.reference", "[lab01][cpu]") {
+  // The CPU reference every gate trusts, on a product small enough to check by hand.
+  const std::vector<float> A{1, 2, 3, 4}, B{5, 6, 7, 8}, C0{1, 1, 1, 1};
+  CHECK(labkit::matmul_ref(2, 2, 2, A, B, C0) == std::vector<double>{20, 23, 44, 51});
+}
+
+TEST_CASE("step0.correct", "[lab01][step0][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::cublas);
+}
+TEST_CASE("step1.correct", "[lab01][step1][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::naive_col);
+}
+TEST_CASE("step2.correct", "[lab01][step2][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::naive_row);
+}
+TEST_CASE("step3.correct", "[lab01][step3][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::tiled);
+}
+TEST_CASE("step4.correct", "[lab01][step4][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::regblock);
+}
+TEST_CASE("step5.correct", "[lab01][step5][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::tuned);
+}
+
+TEST_CASE("step2.speed", "[lab01][step2][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::naive_col, Step::naive_row, 2048);
+}
+TEST_CASE("step3.speed", "[lab01][step3][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::naive_row, Step::tiled, 4096);
+}
+TEST_CASE("step4.speed", "[lab01][step4][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::tiled, Step::regblock, 4096);
+}
+TEST_CASE("step5.speed", "[lab01][step5][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::cublas, Step::tuned, 4096);
+}
