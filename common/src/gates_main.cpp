@@ -70,13 +70,16 @@ class ResultChannelListener : public Catch::EventListenerBase {
   void assertionEnded(const Catch::AssertionStats& stats) override {
     const auto& r = stats.assertionResult;
     if (r.isOk() && r.getResultType() != Catch::ResultWas::ExplicitSkip) return;
+    // AssertionStats already carries the assertion's own message (FAIL, SKIP, a translated exception) among
+    // infoMessages, after the INFO/CAPTURE context; only a failed expression needs its expansion added.
     std::string text;
-    for (const auto& info : stats.infoMessages) text += info.message + "\n";
-    if (r.getResultType() == Catch::ResultWas::ExplicitSkip || r.getResultType() == Catch::ResultWas::ExplicitFailure ||
-        r.getResultType() == Catch::ResultWas::ThrewException || r.getResultType() == Catch::ResultWas::FatalErrorCondition)
-      text += r.getMessage();
-    else
-      text += "check failed: " + r.getExpressionInMacro() + " with " + r.getExpandedExpression();
+    for (const auto& info : stats.infoMessages) {
+      if (!text.empty()) text += "\n";
+      text += info.message;
+    }
+    if (r.hasExpression() && r.getResultType() == Catch::ResultWas::ExpressionFailed)
+      text += (text.empty() ? "" : "\n") + std::string("check failed: ") + r.getExpressionInMacro() + " with " +
+              r.getExpandedExpression();
     add_message(text);
   }
 
