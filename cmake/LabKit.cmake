@@ -10,7 +10,7 @@
 #   labNN_<tree>          static library of the implementation
 #   labNN_gates_<tree>    the gate binary (Catch2 with labkit's main and result channel)
 #   labNN_bench_<tree>    the bench (when BENCH is given)
-# registers the gates with CTest (labels: labNN, the tree, and the kind: cpu / correctness / speed) and writes
+# registers each gate of rubric.toml with CTest (labels: labNN, the tree, and the kind: cpu / correctness / speed), writes
 # build/grading/labNN.json, the recipe the grader uses to compile a submission's files against the prebuilt gates.
 # Gates in tests/hidden/ are added automatically; the student release drops that folder.
 
@@ -39,6 +39,32 @@ function(_labkit_json_list out)
   set(${out} "[${joined}]" PARENT_SCOPE)
 endfunction()
 
+# Gate ids and kinds from a rubric.toml: each [[gate]] table's `id` and `kind` (default correctness).
+function(_labkit_rubric_gates rubric out_ids out_kinds)
+  file(READ ${rubric} text)
+  string(REPLACE "[[gate]]" "@@GATE@@" text "${text}")
+  string(REPLACE ";" "," text "${text}")
+  string(REPLACE "@@GATE@@" ";" blocks "${text}")
+  list(REMOVE_AT blocks 0)
+  set(ids)
+  set(kinds)
+  foreach(block IN LISTS blocks)
+    string(REGEX MATCH "\n[ \t]*id[ \t]*=[ \t]*\"([^\"]+)\"" m "\n${block}")
+    if(NOT m)
+      message(FATAL_ERROR "${rubric}: a [[gate]] without id")
+    endif()
+    list(APPEND ids ${CMAKE_MATCH_1})
+    string(REGEX MATCH "\n[ \t]*kind[ \t]*=[ \t]*\"([a-z]+)\"" m "\n${block}")
+    if(m)
+      list(APPEND kinds ${CMAKE_MATCH_1})
+    else()
+      list(APPEND kinds correctness)
+    endif()
+  endforeach()
+  set(${out_ids} ${ids} PARENT_SCOPE)
+  set(${out_kinds} ${kinds} PARENT_SCOPE)
+endfunction()
+
 function(labkit_add_lab)
   cmake_parse_arguments(LAB "" "ID" "SOURCES;TESTS;BENCH;LIBS" ${ARGN})
   get_filename_component(lab_name ${CMAKE_CURRENT_SOURCE_DIR} NAME)
@@ -61,6 +87,8 @@ function(labkit_add_lab)
   target_include_directories(lab${id}_gate_objs PRIVATE ${lab_dir} ${lab_dir}/tests)
   target_link_libraries(lab${id}_gate_objs PRIVATE labkit_gates Catch2::Catch2 ${LAB_LIBS})
 
+  _labkit_rubric_gates(${lab_dir}/rubric.toml gate_ids gate_kinds)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${lab_dir}/rubric.toml)
   set(trees student)
   if(LABS_BUILD_SOLUTIONS AND EXISTS ${solution_dir})
     list(APPEND trees solution)
@@ -80,21 +108,19 @@ function(labkit_add_lab)
     add_executable(lab${id}_gates_${tree} $<TARGET_OBJECTS:lab${id}_gate_objs>)
     target_link_libraries(lab${id}_gates_${tree} PRIVATE lab${id}_${tree} labkit_gates_main labkit_gates Catch2::Catch2)
 
-    set(skip_opt)
-    if(LABS_REQUIRE_GPU)
-      set(skip_opt SKIP_IS_FAILURE)
-    endif()
-    foreach(kind cpu correctness speed)
-      set(extra_props)
-      if(kind STREQUAL "speed")
-        set(extra_props RUN_SERIAL TRUE)   # timings must not share the GPU with other tests
+    # One CTest test per rubric gate, so that labels (lab, tree, kind) and the rubric can never disagree: a
+    # gate in the rubric that the binary lacks fails ("No test cases matched").
+    foreach(gate IN LISTS gate_ids)
+      list(FIND gate_ids ${gate} pos)
+      list(GET gate_kinds ${pos} kind)
+      add_test(NAME lab${id}.${tree}.${gate} COMMAND lab${id}_gates_${tree} "${gate}")
+      set_tests_properties(lab${id}.${tree}.${gate} PROPERTIES LABELS "lab${id};${tree};${kind}" TIMEOUT 300)
+      if(NOT LABS_REQUIRE_GPU)
+        set_tests_properties(lab${id}.${tree}.${gate} PROPERTIES SKIP_RETURN_CODE 4)  # Catch2: all skipped
       endif()
-      catch_discover_tests(lab${id}_gates_${tree}
-        TEST_SPEC "[${kind}]"
-        TEST_PREFIX "lab${id}.${tree}."
-        DISCOVERY_MODE PRE_TEST
-        ${skip_opt}
-        PROPERTIES LABELS "lab${id};${tree};${kind}" TIMEOUT 300 ${extra_props})
+      if(kind STREQUAL "speed")
+        set_tests_properties(lab${id}.${tree}.${gate} PROPERTIES RUN_SERIAL TRUE)  # timings get the GPU alone
+      endif()
     endforeach()
 
     if(LAB_BENCH)
