@@ -4,7 +4,8 @@
 #                  SOURCES matmul.cu            # the student's files, relative to student/ (and solutions/NN_topic/)
 #                  TESTS tests/gates.cpp ...    # Catch2 gates, compiled once, linked against each tree
 #                  [BENCH bench/bench.cpp ...]  # size sweep writing CSV, linked against each tree
-#                  [LIBS CUDA::cublas ...])     # imported targets the implementation needs
+#                  [LIBS CUDA::cublas ...]      # imported targets the implementation needs
+#                  [CUDA_FLAGS --extended-lambda ...])  # extra nvcc flags (targets and the grading recipe)
 #
 # For each tree (student/, and solutions/NN_topic/ when it exists) it makes
 #   labNN_<tree>          static library of the implementation
@@ -66,7 +67,7 @@ function(_labkit_rubric_gates rubric out_ids out_kinds)
 endfunction()
 
 function(labkit_add_lab)
-  cmake_parse_arguments(LAB "" "ID" "SOURCES;TESTS;BENCH;LIBS" ${ARGN})
+  cmake_parse_arguments(LAB "" "ID" "SOURCES;TESTS;BENCH;LIBS;CUDA_FLAGS" ${ARGN})
   get_filename_component(lab_name ${CMAKE_CURRENT_SOURCE_DIR} NAME)
   set(id ${LAB_ID})
   set(lab_dir ${CMAKE_CURRENT_SOURCE_DIR})
@@ -86,6 +87,7 @@ function(labkit_add_lab)
   add_library(lab${id}_gate_objs OBJECT ${LAB_TESTS} ${hidden_tests} ${gate_info})
   target_include_directories(lab${id}_gate_objs PRIVATE ${lab_dir} ${lab_dir}/tests)
   target_link_libraries(lab${id}_gate_objs PRIVATE labkit_gates Catch2::Catch2 ${LAB_LIBS})
+  target_compile_options(lab${id}_gate_objs PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>")
 
   _labkit_rubric_gates(${lab_dir}/rubric.toml gate_ids gate_kinds)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${lab_dir}/rubric.toml)
@@ -103,7 +105,7 @@ function(labkit_add_lab)
     add_library(lab${id}_${tree} STATIC ${impl_sources})
     target_include_directories(lab${id}_${tree} PUBLIC ${lab_dir})
     target_link_libraries(lab${id}_${tree} PUBLIC labkit ${LAB_LIBS})
-    target_compile_options(lab${id}_${tree} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)
+    target_compile_options(lab${id}_${tree} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-lineinfo;${LAB_CUDA_FLAGS}>")
 
     add_executable(lab${id}_gates_${tree} $<TARGET_OBJECTS:lab${id}_gate_objs>)
     target_link_libraries(lab${id}_gates_${tree} PRIVATE lab${id}_${tree} labkit_gates_main labkit_gates Catch2::Catch2)
@@ -127,12 +129,13 @@ function(labkit_add_lab)
       add_executable(lab${id}_bench_${tree} ${LAB_BENCH})
       target_include_directories(lab${id}_bench_${tree} PRIVATE ${lab_dir} ${lab_dir}/bench)
       target_link_libraries(lab${id}_bench_${tree} PRIVATE lab${id}_${tree} labkit)
+      target_compile_options(lab${id}_bench_${tree} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>")
     endif()
   endforeach()
 
   # Grading recipe: how to compile a submission's student files and link them with the prebuilt gates.
   _labkit_arch_flags(arch_flags)
-  set(compile ${CMAKE_CUDA_COMPILER} -std=c++17 -O3 -lineinfo ${arch_flags} -I${lab_dir}
+  set(compile ${CMAKE_CUDA_COMPILER} -std=c++17 -O3 -lineinfo ${LAB_CUDA_FLAGS} ${arch_flags} -I${lab_dir}
       -I${PROJECT_SOURCE_DIR}/common/include)
   foreach(inc IN LISTS CUDAToolkit_INCLUDE_DIRS)
     list(APPEND compile -I${inc})
