@@ -138,7 +138,16 @@ void add_hypotheses(const Inputs& in, const std::vector<double>& ref, labkit::Ch
 void check_shape(Step step, const Shape& s) {
   Inputs in(s);
   const std::vector<float> out = in.run_step(step);
+  const std::vector<float> again = in.run_step(step);  // identical inputs: must give identical bits
   const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(s);
+  const labkit::Verdict same = labkit::check_same_runs(out, again, options_for(in));
+  // A wrong answer that also changes from run to run is a race: say so together with the wrong values.
+  auto require = [&](const labkit::Verdict& v, const std::string& where) {
+    if (v.ok || same.ok) return labkit::gate::require(v, where);
+    labkit::Verdict both = v;
+    both.message += "\n  " + same.message;
+    labkit::gate::require(both, where);
+  };
 
   for (const auto* buf : {&in.dA, &in.dB, &in.dC}) {
     auto g = buf->check_guards();
@@ -151,7 +160,7 @@ void check_shape(Step step, const Shape& s) {
   if (double(s.M) * s.N * s.K <= kFullReferenceLimit) {
     const auto ref = labkit::matmul_ref(s.M, s.N, s.K, in.A, in.B, in.C0);
     add_hypotheses(in, ref, opt);
-    labkit::gate::require(labkit::check_close(out, ref, opt), ctx);
+    require(labkit::check_close(out, ref, opt), ctx);
   } else {
     // Too large for a full CPU product: every element against cuBLAS (itself checked at sampled positions),
     // and whole edge rows/columns plus random positions against the CPU in double.
@@ -165,19 +174,17 @@ void check_shape(Step step, const Shape& s) {
       const auto pos = labkit::random_bits(labkit::gate::seed("positions"), r);
       sample(int(pos % s.M), int((pos >> 32) % s.N));
     }
-    labkit::gate::require(labkit::check_close_at(out, samples, opt), ctx);
+    require(labkit::check_close_at(out, samples, opt), ctx);
     if (step != Step::cublas) {
       labkit::GuardedBuffer<float> trusted(in.C0.size(), "C (cuBLAS)");
       trusted.upload(in.C0);
       reference_sgemm(s.M, s.N, s.K, in.dA.data(), in.dB.data(), trusted.data());
       const auto t = trusted.download();
       labkit::gate::require(labkit::check_close_at(t, samples, opt), "the cuBLAS cross-check itself, " + str(s));
-      labkit::gate::require(labkit::check_close(out, std::vector<double>(t.begin(), t.end()), opt),
-                            ctx + " (compared with cuBLAS)");
+      require(labkit::check_close(out, std::vector<double>(t.begin(), t.end()), opt), ctx + " (compared with cuBLAS)");
     }
   }
-  const std::vector<float> again = in.run_step(step);
-  labkit::gate::require(labkit::check_same_runs(out, again, opt), ctx);
+  labkit::gate::require(same, ctx);
 }
 
 void check_step(Step step) {
