@@ -42,6 +42,9 @@ endfunction()
 
 # Gate ids and kinds from a rubric.toml: each [[gate]] table's `id` and `kind` (default correctness).
 function(_labkit_rubric_gates rubric out_ids out_kinds)
+  if(NOT EXISTS ${rubric})
+    message(FATAL_ERROR "${rubric} is missing: every lab needs a rubric listing its gates")
+  endif()
   file(READ ${rubric} text)
   string(REPLACE "[[gate]]" "@@GATE@@" text "${text}")
   string(REPLACE ";" "," text "${text}")

@@ -48,7 +48,9 @@ struct GuardReport {
 GuardReport check_guard_bytes(const std::vector<unsigned char>& before, const std::vector<unsigned char>& after,
                               std::size_t elem_size, const std::string& name);
 
-constexpr unsigned char kGuardByte = 0xA5;
+// 0xFF bytes are a NaN in float and double. Arithmetic on a NaN returns the canonical NaN (different bits), so
+// even an out-of-bounds `C[i] += 0.0f` — what a thread past the edge of a zero-padded tile does — is detected.
+constexpr unsigned char kGuardByte = 0xFF;
 constexpr std::size_t kGuardBytes = 64 * 1024;
 
 template <class T>
