@@ -1,0 +1,251 @@
+// Lab 02 gates. Correctness: every step over shapes from 1x1 to 4099x3001 (1xN, Nx1, primes, non-multiples of
+// the 32 and 64 tiles, rectangles both ways), fresh random inputs per run, guard bands around both arrays, the
+// output poisoned before every run, the input checked unmodified, and a second run compared bit for bit.
+// Speed: ratios measured in one process at 8192 x 8192 (256 MB per matrix, far beyond the 50 MB L2).
+#include <catch2/catch_test_macros.hpp>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "labkit/gate.h"
+#include "labkit/guard.h"
+#include "labkit/random.h"
+#include "labkit/reference.h"
+#include "labkit/report.h"
+#include "transpose.h"
+
+namespace {
+
+enum class Step { memcpy = 0, copy, naive, shared, padded, tuned };
+const char* const kStepName[] = {"cudaMemcpy (device to device)", "step 1 (tiled copy)", "step 2 (naive transpose)",
+                                 "step 3 (shared-memory tile)",   "step 4 (padded tile)", "step 5 (tuned)"};
+
+bool transposes(Step s) { return s != Step::copy && s != Step::memcpy; }
+
+void run(Step s, int rows, int cols, const float* in, float* out) {
+  switch (s) {
+    case Step::memcpy:
+      LABKIT_CUDA(cudaMemcpyAsync(out, in, std::size_t(rows) * cols * sizeof(float), cudaMemcpyDeviceToDevice));
+      return;
+    case Step::copy: return lab02::copy_tiled(rows, cols, in, out);
+    case Step::naive: return lab02::transpose_naive(rows, cols, in, out);
+    case Step::shared: return lab02::transpose_shared(rows, cols, in, out);
+    case Step::padded: return lab02::transpose_padded(rows, cols, in, out);
+    case Step::tuned: return lab02::transpose_tuned(rows, cols, in, out);
+  }
+}
+
+struct Shape {
+  int rows, cols;
+};
+std::string str(const Shape& s) {
+  std::ostringstream os;
+  os << "rows=" << s.rows << " cols=" << s.cols;
+  return os.str();
+}
+
+// 1x1; 1xN and Nx1 (a single tile row / column, N not a multiple of anything); primes; one below, at and above the
+// 32 and 64 tiles; rectangles both ways (a kernel that mixes up rows and cols as out's row length fails these);
+// a large non-multiple.
+const std::vector<Shape> kShapes = {
+    {1, 1},       {1, 2},       {2, 1},       {3, 5},       {7, 13},      {31, 33},     {32, 32},
+    {33, 31},     {63, 65},     {64, 64},     {65, 129},    {1, 1000},    {1000, 1},    {1, 70001},
+    {70001, 1},   {127, 131},   {500, 37},    {37, 500},    {1024, 1024}, {1023, 1025}, {2048, 512},
+    {512, 2048},  {4099, 3001},
+};
+
+// The input's element i is uniform_float(seed, i): the expected output can be computed from the seed alone.
+float input_at(std::uint64_t seed, std::size_t i) { return labkit::uniform_float(seed, i, -1.f, 1.f); }
+
+// The expected output: in (copy) or in^T (transposes), in double for check_close.
+std::vector<double> expected_for(Step step, const Shape& s, const std::vector<float>& in) {
+  std::vector<double> e(in.size());
+  if (!transposes(step)) {
+    for (std::size_t i = 0; i < in.size(); ++i) e[i] = in[i];
+    return e;
+  }
+  // out row c (length rows) = in column c
+  labkit::parallel_for(std::size_t(s.cols), [&](std::size_t c0, std::size_t c1) {
+    for (std::size_t c = c0; c < c1; ++c)
+      for (std::size_t r = 0; r < std::size_t(s.rows); ++r) e[c * s.rows + r] = in[r * s.cols + c];
+  });
+  return e;
+}
+
+// Wrong answers of common mistakes, so that the diagnosis can name them (small shapes only).
+void add_hypotheses(Step step, const Shape& s, const std::vector<float>& in, labkit::CheckOptions& opt) {
+  if (!transposes(step) || in.size() > (std::size_t(1) << 20) || in.size() < 2) return;
+  opt.hypotheses.push_back({"out is a copy of in: the indices of the write were not swapped",
+                            std::vector<double>(in.begin(), in.end())});
+  // Tiled kernels: the tile is transposed inside but written back at the block's own position (the block indices
+  // were not swapped for the write), or swapped correctly but copied without transposing inside the tile.
+  if (s.rows == s.cols && s.rows % 32 == 0 && s.rows > 32) {
+    const std::size_t n = s.rows;
+    std::vector<double> in_place(in.size()), not_inside(in.size());
+    for (std::size_t R = 0; R < n; ++R)
+      for (std::size_t C = 0; C < n; ++C) {
+        in_place[R * n + C] = in[(R / 32 * 32 + C % 32) * n + C / 32 * 32 + R % 32];
+        not_inside[R * n + C] = in[(C / 32 * 32 + R % 32) * n + R / 32 * 32 + C % 32];
+      }
+    opt.hypotheses.push_back({"each 32x32 tile is transposed but written at the block's own position: for the write, "
+                              "the tile's origin must swap (blockIdx.x <-> blockIdx.y)",
+                              std::move(in_place)});
+    opt.hypotheses.push_back({"the tiles are placed right but their contents are not transposed: read the shared tile "
+                              "as tile[threadIdx.x][...] when writing",
+                              std::move(not_inside)});
+  }
+}
+
+labkit::CheckOptions options_for(Step step, const Shape& s) {
+  labkit::CheckOptions opt;
+  // A copy or a transpose moves bits and computes nothing: the only correct answer is the exact one.
+  opt.tolerance = 0;
+  opt.name = "out";
+  opt.rows = transposes(step) ? s.cols : s.rows;  // out is cols x rows for the transposes
+  opt.cols = transposes(step) ? s.rows : s.cols;
+  return opt;
+}
+
+struct Inputs {
+  Shape s;
+  std::uint64_t seed;
+  std::vector<float> in;
+  labkit::GuardedBuffer<float> din, dout;
+  explicit Inputs(Shape sh)
+      : s(sh),
+        seed(labkit::gate::seed("in " + str(sh))),
+        in(labkit::random_floats(std::size_t(sh.rows) * sh.cols, seed)),
+        din(in.size(), "in"),
+        dout(in.size(), "out") {
+    din.upload(in);
+  }
+  std::vector<float> run_step(Step step) {
+    dout.poison();  // before EVERY run: an element this run skips shows up as never written
+    run(step, s.rows, s.cols, din.data(), dout.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
+    return dout.download();
+  }
+};
+
+// Checks one step on one shape: value, never-written elements, guard bands, unmodified input, repeatability.
+void check_shape(Step step, const Shape& s) {
+  Inputs in(s);
+  const std::vector<float> out = in.run_step(step);
+  const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(s);
+  for (const auto* buf : {&in.din, &in.dout}) {
+    auto g = buf->check_guards();
+    if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+  }
+  labkit::gate::require(labkit::check_unmodified(in.din.download(), in.in, "in"), ctx);
+  labkit::CheckOptions opt = options_for(step, s);
+  add_hypotheses(step, s, in.in, opt);
+  labkit::gate::require(labkit::check_close(out, expected_for(step, s, in.in), opt), ctx);
+  const std::vector<float> again = in.run_step(step);
+  labkit::gate::require(labkit::check_same_runs(out, again, opt), ctx);
+}
+
+void check_step(Step step) {
+  for (const Shape& s : kShapes) check_shape(step, s);
+}
+
+// Speed: candidate vs baseline at n x n, after checking the candidate's answer at that size. The input is filled
+// on the device (bit-identical to the host fill), the output checked at sampled positions: three whole rows and
+// three whole columns of `out` (edges and middle) and 65536 random positions; never-written elements over all.
+void check_speed(Step baseline, Step candidate, int n = 8192) {
+  const Shape s{n, n};
+  const std::size_t count = std::size_t(n) * n;
+  const std::uint64_t seed = labkit::gate::seed("speed in");
+  labkit::GuardedBuffer<float> din(count, "in"), dout(count, "out");
+  labkit::fill_random_device(din.data(), count, seed);
+  auto verify = [&](Step step) {
+    dout.poison();
+    run(step, n, n, din.data(), dout.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    const auto out = dout.download();
+    std::vector<std::pair<std::size_t, double>> samples;
+    auto sample = [&](std::size_t i, std::size_t j) {  // out(i, j) = in(j, i) (transposes) or in(i, j) (copies)
+      const std::size_t src = transposes(step) ? j * n + i : i * n + j;
+      samples.emplace_back(i * n + j, input_at(seed, src));
+    };
+    for (std::size_t k = 0; k < std::size_t(n); ++k)
+      for (std::size_t at : {std::size_t(0), std::size_t(n / 2), std::size_t(n - 1)}) sample(at, k), sample(k, at);
+    for (int r = 0; r < 65536; ++r) {
+      const auto pos = labkit::random_bits(labkit::gate::seed("positions"), r);
+      sample(std::size_t(pos % n), std::size_t((pos >> 32) % n));
+    }
+    labkit::gate::require(labkit::check_close_at(out, samples, options_for(step, s)),
+                          std::string(kStepName[int(step)]) + " at the timed size " + str(s));
+    auto g = dout.check_guards();
+    if (!g.ok) FAIL(kStepName[int(step)] << " at " << str(s) << ": " << g.message);
+  };
+  verify(candidate);
+  if (baseline != Step::memcpy) verify(baseline);  // a baseline that throws NotImplemented stops the gate here
+
+  labkit::TimingOptions opt;
+  opt.warmup = 3;
+  opt.min_repeats = 10;
+  opt.budget_ms = 150;
+  auto launcher = [&](Step st) { return [&, st](int) { run(st, n, n, din.data(), dout.data()); }; };
+  const auto cmp = labkit::compare_speed(launcher(baseline), launcher(candidate), opt);
+  const double gb = 2.0 * double(count) * sizeof(float) / 1e9;  // bytes read + written
+  labkit::gate::require_speedup(cmp, kStepName[int(baseline)], kStepName[int(candidate)], gb, "GB");
+}
+
+}  // namespace
+
+TEST_CASE("cpu.reference", "[lab02][cpu]") {
+  // The reference every gate trusts: a 2x3 example by hand, and the seed formula the speed gates sample from
+  // (in(r, c) = uniform_float(seed, r*cols + c)) against labkit::transpose_ref on a random 37x53 matrix.
+  const std::vector<float> in{1, 2, 3, 4, 5, 6};
+  CHECK(labkit::transpose_ref<float>(2, 3, in) == std::vector<float>{1, 4, 2, 5, 3, 6});
+  const Shape s{37, 53};
+  const auto x = labkit::random_floats(std::size_t(s.rows) * s.cols, 42);
+  const auto t = labkit::transpose_ref<float>(s.rows, s.cols, x);
+  const auto e = expected_for(Step::naive, s, x);
+  bool same = true;
+  for (std::size_t c = 0; c < std::size_t(s.cols); ++c)
+    for (std::size_t r = 0; r < std::size_t(s.rows); ++r) {
+      same = same && t[c * s.rows + r] == input_at(42, r * s.cols + c);
+      same = same && e[c * s.rows + r] == double(t[c * s.rows + r]);
+    }
+  CHECK(same);
+}
+
+TEST_CASE("step1.correct", "[lab02][step1][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::copy);
+}
+TEST_CASE("step2.correct", "[lab02][step2][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::naive);
+}
+TEST_CASE("step3.correct", "[lab02][step3][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::shared);
+}
+TEST_CASE("step4.correct", "[lab02][step4][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::padded);
+}
+TEST_CASE("step5.correct", "[lab02][step5][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::tuned);
+}
+
+TEST_CASE("step3.speed", "[lab02][step3][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::naive, Step::shared);
+}
+TEST_CASE("step4.speed", "[lab02][step4][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::shared, Step::padded);
+}
+TEST_CASE("step4.memcpy", "[lab02][step4][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::memcpy, Step::padded);
+}
+TEST_CASE("step5.speed", "[lab02][step5][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::memcpy, Step::tuned);
+}
