@@ -1,0 +1,191 @@
+// Lab 03 bench, three experiments, one CSV (column `case`: offset | stride | sweep):
+//   offset  GB/s of copy_offset for offsets 0..32 floats (n = 2^25 elements, 128 MB per array)
+//   stride  GB/s (useful bytes) of copy_strided for strides 1..32 (n = 2^24; the input spans up to 2 GB)
+//   sweep   GB/s of the row-major and diagonal transposes for every size of lab03::sweep_sizes(), with dips
+//           (> 10 % below the median of the neighbours) flagged automatically
+// cudaMemcpy device-to-device of the same byte count is measured alongside the copies as the ceiling.
+// bench/plot_access_patterns.py draws the three figures from the CSV.
+//   lab03_bench_solution [--csv FILE] [--quick]
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "access_patterns.h"
+#include "labkit/buffer.h"
+#include "labkit/check.h"
+#include "labkit/device.h"
+#include "labkit/not_implemented.h"
+#include "labkit/random.h"
+#include "labkit/timing.h"
+#include "sweep.h"
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+double gbs(std::size_t n, double ms) { return 2.0 * n * sizeof(float) / (ms * 1e-3) / 1e9; }
+
+// One row of a copy experiment. ratio: GB/s relative to the first point of the series (offset 0 / stride 1).
+void copy_row(std::ostream& csv, const char* kind, std::size_t n, int param, const char* variant, int run, double ms,
+              double ratio) {
+  csv << "03," << kind << ",1," << n << "," << param << "," << variant << "," << run << "," << ms << ","
+      << gbs(n, ms) << "," << ratio << ",\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string csv_path = "lab03_bench.csv";
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else {
+      std::cerr << "usage: " << argv[0] << " [--csv FILE] [--quick]\n";
+      return 2;
+    }
+  }
+  if (!labkit::has_device()) {
+    std::cerr << labkit::no_device_reason() << "\n";
+    return 1;
+  }
+  std::cout << "lab03 bench on " << labkit::describe(labkit::device_info()) << "\n";
+  std::ofstream csv(csv_path);
+  csv << lab03::kSweepCsvHeader << "\n";
+  const int runs = quick ? 1 : 3;
+  labkit::TimingOptions opt;
+  opt.warmup = 2;
+  opt.min_repeats = quick ? 3 : 10;
+  opt.budget_ms = quick ? 10 : 30;
+
+  // ---- offset ----
+  {
+    const std::size_t n = quick ? (std::size_t(1) << 23) : (std::size_t(1) << 25);
+    labkit::DeviceBuffer<float> in(n + lab03::kMaxOffset), out(n + lab03::kMaxOffset);
+    labkit::fill_random_device(in.data(), in.size(), 1);
+    std::printf("\noffset copy, n = %zu floats\n%8s %10s %9s %9s\n", n, "offset", "ms", "GB/s", "/off 0");
+    try {
+      for (int run = 0; run < runs; ++run) {
+        const double t_memcpy =
+            labkit::time_gpu([&](int) { LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), n * sizeof(float),
+                                                                    cudaMemcpyDeviceToDevice)); }, opt)
+                .median_ms;
+        copy_row(csv, "offset", n, 0, "memcpy_d2d", run, t_memcpy, 0);
+        double t0 = 0;
+        for (int off = 0; off <= lab03::kMaxOffset; ++off) {
+          const double ms =
+              labkit::time_gpu([&](int) { lab03::copy_offset(n, off, in.data(), out.data()); }, opt).median_ms;
+          if (off == 0) t0 = ms;
+          copy_row(csv, "offset", n, off, "copy_offset", run, ms, t0 / ms);
+          if (run == runs - 1) std::printf("%8d %10.4f %9.1f %9.3f\n", off, ms, gbs(n, ms), t0 / ms);
+        }
+        if (run == runs - 1) std::printf("%8s %10.4f %9.1f\n", "memcpy", t_memcpy, gbs(n, t_memcpy));
+      }
+    } catch (const labkit::NotImplemented& e) {
+      std::printf("  skipped: %s\n", e.what());
+    }
+  }
+
+  // ---- stride ----
+  {
+    const std::size_t n = quick ? (std::size_t(1) << 22) : (std::size_t(1) << 24);
+    labkit::DeviceBuffer<float> in((n - 1) * lab03::kMaxStride + 1), out(n);
+    labkit::fill_random_device(in.data(), in.size(), 2);
+    std::printf("\nstrided copy, n = %zu floats\n%8s %10s %9s %9s\n", n, "stride", "ms", "GB/s", "/str 1");
+    try {
+      for (int run = 0; run < runs; ++run) {
+        const double t_memcpy =
+            labkit::time_gpu([&](int) { LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), n * sizeof(float),
+                                                                    cudaMemcpyDeviceToDevice)); }, opt)
+                .median_ms;
+        copy_row(csv, "stride", n, 1, "memcpy_d2d", run, t_memcpy, 0);
+        double t1 = 0;
+        for (int stride = 1; stride <= lab03::kMaxStride; ++stride) {
+          const double ms =
+              labkit::time_gpu([&](int) { lab03::copy_strided(n, stride, in.data(), out.data()); }, opt).median_ms;
+          if (stride == 1) t1 = ms;
+          copy_row(csv, "stride", n, stride, "copy_strided", run, ms, t1 / ms);
+          if (run == runs - 1) std::printf("%8d %10.4f %9.1f %9.3f\n", stride, ms, gbs(n, ms), t1 / ms);
+        }
+        if (run == runs - 1) std::printf("%8s %10.4f %9.1f\n", "memcpy", t_memcpy, gbs(n, t_memcpy));
+      }
+    } catch (const labkit::NotImplemented& e) {
+      std::printf("  skipped: %s\n", e.what());
+    }
+  }
+
+  // ---- sweep ----
+  {
+    const auto sizes = lab03::sweep_sizes();
+    labkit::TimingOptions sopt = opt;
+    sopt.budget_ms = quick ? 4 : 12;
+    sopt.min_repeats = quick ? 3 : 7;
+    std::vector<std::vector<double>> row_ms(runs), diag_ms(runs);
+    bool have_diagonal = true;
+    for (int run = 0; run < runs; ++run)
+      for (int n : sizes) {
+        if (have_diagonal) {
+          try {
+            const auto cmp = lab03::time_orderings(n, sopt);
+            row_ms[run].push_back(cmp.baseline.median_ms);
+            diag_ms[run].push_back(cmp.candidate.median_ms);
+            continue;
+          } catch (const labkit::NotImplemented& e) {
+            std::printf("\nsweep: diagonal %s (row-major only)\n", e.what());
+            have_diagonal = false;
+          }
+        }
+        // Row-major only (the student's tree before step 3): time it alone; the diagonal column repeats it.
+        labkit::DeviceBuffer<float> in(std::size_t(n) * n), out(std::size_t(n) * n);
+        labkit::fill_random_device(in.data(), in.size(), 3);
+        const double ms =
+            labkit::time_gpu([&](int) { lab03::transpose_rowmajor(n, n, in.data(), out.data()); }, sopt).median_ms;
+        row_ms[run].push_back(ms);
+        diag_ms[run].push_back(ms);
+      }
+    // Dips are flagged on the median over runs (one noisy repeat should not make a dip), and that flag is written
+    // on every run's row of the size.
+    std::vector<double> row_med(sizes.size()), diag_med(sizes.size()), row_g(sizes.size()), diag_g(sizes.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<double> r, d;
+      for (int run = 0; run < runs; ++run) r.push_back(row_ms[run][i]), d.push_back(diag_ms[run][i]);
+      row_med[i] = median(r);
+      diag_med[i] = median(d);
+      row_g[i] = lab03::transpose_gbs(sizes[i], row_med[i]);
+      diag_g[i] = lab03::transpose_gbs(sizes[i], diag_med[i]);
+    }
+    const auto row_dip = lab03::flag_dips(row_g), diag_dip = lab03::flag_dips(diag_g);
+    for (int run = 0; run < runs; ++run) {
+      if (have_diagonal) {
+        lab03::write_sweep_rows(csv, sizes, row_ms[run], diag_ms[run], row_dip, diag_dip, run);
+      } else {
+        for (std::size_t i = 0; i < sizes.size(); ++i)
+          csv << "03,sweep," << sizes[i] << "," << sizes[i] << "," << sizes[i] << ",rowmajor," << run << ","
+              << row_ms[run][i] << "," << lab03::transpose_gbs(sizes[i], row_ms[run][i]) << ",1,"
+              << int(row_dip[i]) << "\n";
+      }
+    }
+    std::printf("\ntranspose sweep (median of %d runs)\n%6s %10s %10s %8s  %s\n", runs, "n", "row GB/s", "diag GB/s",
+                "diag/row", "dips");
+    int dips = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const bool dd = have_diagonal && diag_dip[i];
+      dips += row_dip[i] + dd;
+      std::printf("%6d %10.1f %10.1f %8.3f  %s%s\n", sizes[i], row_g[i], have_diagonal ? diag_g[i] : 0.0,
+                  have_diagonal ? row_med[i] / diag_med[i] : 0.0, row_dip[i] ? "DIP(row-major) " : "",
+                  dd ? "DIP(diagonal)" : "");
+    }
+    std::printf("%d dip(s) flagged over %zu sizes\n", dips, sizes.size());
+  }
+  std::cout << "wrote " << csv_path << "\n";
+  return 0;
+}

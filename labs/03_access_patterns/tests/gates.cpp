@@ -1,0 +1,298 @@
+// Lab 03 gates. Correctness: the offset copy at every offset 0..32, the strided copy at strides 1..32, and the
+// diagonal transpose on every kind of shape (square, rectangular tile grids both ways, 1xN, Nx1, non-multiples of
+// 32, large); guard bands, poisoned outputs, unmodified inputs, a second run compared bit for bit. Speed: the
+// diagonal ordering against the provided row-major one at 8192 x 8192, and the size sweep (which writes its CSV).
+#include <catch2/catch_test_macros.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "access_patterns.h"
+#include "labkit/gate.h"
+#include "labkit/guard.h"
+#include "labkit/random.h"
+#include "labkit/reference.h"
+#include "labkit/report.h"
+#include "sweep.h"
+
+namespace {
+
+// A copy or a transpose moves bits and computes nothing: every comparison here is exact (tolerance 0).
+labkit::CheckOptions exact(const std::string& name, std::size_t rows, std::size_t cols) {
+  labkit::CheckOptions opt;
+  opt.tolerance = 0;
+  opt.name = name;
+  opt.rows = rows;
+  opt.cols = cols;
+  return opt;
+}
+
+void require_guards(const labkit::GuardedBuffer<float>& buf, const std::string& ctx) {
+  auto g = buf.check_guards();
+  if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+}
+
+// ---- step 1: offset copy ----------------------------------------------------------------------------------
+void check_offset(std::size_t n, int offset) {
+  const std::string ctx = "step 1 (copy_offset), n=" + std::to_string(n) + " offset=" + std::to_string(offset);
+  const std::size_t total = n + offset;
+  const auto in = labkit::random_floats(total, labkit::gate::seed("offset in " + std::to_string(n)));
+  labkit::GuardedBuffer<float> din(total, "in"), dout(total, "out");
+  din.upload(in);
+  auto run_once = [&] {
+    dout.poison();
+    lab03::copy_offset(n, offset, din.data(), dout.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    return dout.download();
+  };
+  const auto out = run_once();
+  require_guards(din, ctx);
+  require_guards(dout, ctx);
+  labkit::gate::require(labkit::check_unmodified(din.download(), in, "in"), ctx);
+  for (int j = 0; j < offset; ++j)
+    if (!labkit::is_poison(out[j]))
+      FAIL(ctx << ": out[" << j << "] was written, but the copy starts at out[" << offset
+               << "]: index the arrays with offset + i\n  " << labkit::gate::reproduce_hint());
+  std::vector<double> expected(in.begin(), in.end());
+  for (int j = 0; j < offset; ++j) expected[j] = std::nan("");  // must stay poison (a NaN); checked above
+  const labkit::CheckOptions opt = exact("out", 1, total);
+  labkit::Verdict v = labkit::check_close(out, expected, opt);
+  if (!v.ok && offset > 0 && n > 1) {  // the most likely slip: the offset applied to one side only
+    bool shifted = true;
+    for (std::size_t i = 0; i < n && shifted; ++i) shifted = out[offset + i] == in[i];
+    if (shifted)
+      v.message += "\n  likely cause: out[offset + i] holds in[i]: the offset was applied to out but not to in";
+  }
+  labkit::gate::require(v, ctx);
+  labkit::gate::require(labkit::check_same_runs(out, run_once(), opt), ctx);
+}
+
+// ---- step 2: strided copy ---------------------------------------------------------------------------------
+void check_strided(std::size_t n, int stride) {
+  const std::string ctx = "step 2 (copy_strided), n=" + std::to_string(n) + " stride=" + std::to_string(stride);
+  const std::size_t in_count = (n - 1) * stride + 1;
+  const auto in = labkit::random_floats(in_count, labkit::gate::seed("strided in " + std::to_string(n)));
+  labkit::GuardedBuffer<float> din(in_count, "in"), dout(n, "out");
+  din.upload(in);
+  auto run_once = [&] {
+    dout.poison();
+    lab03::copy_strided(n, stride, din.data(), dout.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    return dout.download();
+  };
+  const auto out = run_once();
+  require_guards(din, ctx);
+  require_guards(dout, ctx);
+  labkit::gate::require(labkit::check_unmodified(din.download(), in, "in"), ctx);
+  std::vector<double> expected(n);
+  for (std::size_t i = 0; i < n; ++i) expected[i] = in[i * stride];
+  labkit::CheckOptions opt = exact("out", 1, n);
+  if (stride > 1 && n > 1) {
+    std::vector<double> contiguous(in.begin(), in.begin() + n);
+    opt.hypotheses.push_back({"out[i] holds in[i]: the read is not strided (in[i * stride])", std::move(contiguous)});
+  }
+  labkit::gate::require(labkit::check_close(out, expected, opt), ctx);
+  labkit::gate::require(labkit::check_same_runs(out, run_once(), opt), ctx);
+}
+
+// ---- step 3: transposes -------------------------------------------------------------------------------------
+struct Shape {
+  int rows, cols;
+};
+std::string str(const Shape& s) {
+  std::ostringstream os;
+  os << "rows=" << s.rows << " cols=" << s.cols << " (tile grid " << (s.cols + 31) / 32 << " x " << (s.rows + 31) / 32
+     << ")";
+  return os.str();
+}
+
+// Square and non-square tile grids (gx > gy, gx < gy, gx a multiple of gy and not), 1xN and Nx1 (a grid of one
+// row / one column of tiles), primes and non-multiples of 32, a large rectangle.
+const std::vector<Shape> kShapes = {
+    {1, 1},      {1, 1000},   {1000, 1},   {7, 13},      {31, 33},     {32, 32},     {33, 65},
+    {64, 96},    {96, 64},    {100, 3000}, {3000, 100},  {127, 131},   {257, 1023},  {1023, 257},
+    {512, 512},  {600, 1600}, {1600, 600}, {1024, 1024}, {2049, 1025}, {4099, 3001},
+};
+
+float input_at(std::uint64_t seed, std::size_t i) { return labkit::uniform_float(seed, i, -1.f, 1.f); }
+
+void check_transpose(const Shape& s) {
+  const std::string ctx = "step 3 (transpose_diagonal), " + str(s);
+  const std::size_t count = std::size_t(s.rows) * s.cols;
+  const auto in = labkit::random_floats(count, labkit::gate::seed("transpose in " + str(s)));
+  labkit::GuardedBuffer<float> din(count, "in"), dout(count, "out");
+  din.upload(in);
+  auto run_once = [&] {
+    dout.poison();
+    lab03::transpose_diagonal(s.rows, s.cols, din.data(), dout.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    return dout.download();
+  };
+  const auto out = run_once();
+  require_guards(din, ctx);
+  require_guards(dout, ctx);
+  labkit::gate::require(labkit::check_unmodified(din.download(), in, "in"), ctx);
+  std::vector<double> expected(count);
+  labkit::parallel_for(std::size_t(s.cols), [&](std::size_t c0, std::size_t c1) {
+    for (std::size_t c = c0; c < c1; ++c)
+      for (std::size_t r = 0; r < std::size_t(s.rows); ++r) expected[c * s.rows + r] = in[r * s.cols + c];
+  });
+  const labkit::CheckOptions opt = exact("out", s.cols, s.rows);
+  labkit::Verdict v = labkit::check_close(out, expected, opt);
+  if (!v.ok && v.unwritten > 0)
+    v.message += "\n  likely cause: some tiles were never written, so two blocks took the same tile: the block -> "
+                 "tile mapping is not a bijection on this tile grid (does it assume gridDim.x == gridDim.y?)";
+  labkit::gate::require(v, ctx);
+  labkit::gate::require(labkit::check_same_runs(out, run_once(), opt), ctx);
+}
+
+// Sampled check of a transpose at n x n whose input was filled on the device from `seed`: three whole rows and
+// three whole columns of `out`, 65536 random positions, and never-written elements over all of it.
+void verify_large(const char* name, void (*fn)(int, int, const float*, float*), int n, std::uint64_t seed,
+                  const float* din, labkit::GuardedBuffer<float>& dout) {
+  dout.poison();
+  fn(n, n, din, dout.data());
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  const auto out = dout.download();
+  std::vector<std::pair<std::size_t, double>> samples;
+  auto sample = [&](std::size_t i, std::size_t j) { samples.emplace_back(i * n + j, input_at(seed, j * n + i)); };
+  for (std::size_t k = 0; k < std::size_t(n); ++k)
+    for (std::size_t at : {std::size_t(0), std::size_t(n / 2), std::size_t(n - 1)}) sample(at, k), sample(k, at);
+  for (int r = 0; r < 65536; ++r) {
+    const auto pos = labkit::random_bits(labkit::gate::seed("positions"), r);
+    sample(std::size_t(pos % n), std::size_t((pos >> 32) % n));
+  }
+  const std::string ctx = std::string(name) + " at the timed size " + std::to_string(n) + " x " + std::to_string(n);
+  labkit::gate::require(labkit::check_close_at(out, samples, exact("out", n, n)), ctx);
+  require_guards(dout, ctx);
+}
+
+}  // namespace
+
+TEST_CASE("cpu.dips", "[lab03][cpu]") {
+  // The dip flagging the sweep relies on: > 10 % below the median of up to 2 neighbours on each side.
+  using lab03::flag_dips;
+  CHECK(flag_dips({}).empty());
+  CHECK(flag_dips({100}) == std::vector<bool>{false});
+  CHECK(flag_dips({100, 100, 80, 100, 100}) == std::vector<bool>{false, false, true, false, false});
+  CHECK(flag_dips({100, 100, 91, 100, 100}) == std::vector<bool>{false, false, false, false, false});  // 9 %: no
+  CHECK(flag_dips({70, 100, 100, 100}) == std::vector<bool>{true, false, false, false});               // an end
+  CHECK(flag_dips({100, 100, 100, 100, 70}) == std::vector<bool>{false, false, false, false, true});
+  // A gentle rise is not a dip (each point against the median of its neighbours, not against the maximum). A steep
+  // one (> 10 % per point) would flag its first points, whose neighbours all lie on one side: read the ends with care.
+  CHECK(flag_dips({90, 92, 94, 96, 98, 100}) == std::vector<bool>(6, false));
+  // Two dips side by side are both found (the median of 4 neighbours ignores one bad neighbour).
+  CHECK(flag_dips({100, 100, 80, 80, 100, 100}) == std::vector<bool>{false, false, true, true, false, false});
+  const auto sizes = lab03::sweep_sizes();
+  CHECK(std::is_sorted(sizes.begin(), sizes.end()));
+  for (int must : {1023, 1024, 1025, 1152, 2048, 4095, 4096, 4097, 8191, 8192})
+    CHECK(std::count(sizes.begin(), sizes.end(), must) == 1);
+  CHECK(sizes.size() == 57 + 15);  // every 128 in [1024, 8192], and n +- 1 around each multiple of 1024
+}
+
+TEST_CASE("step1.correct", "[lab03][step1][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  for (std::size_t n : {std::size_t(1), std::size_t(33), std::size_t(1000)})
+    for (int offset = 0; offset <= lab03::kMaxOffset; ++offset) check_offset(n, offset);
+  for (std::size_t n : {std::size_t(65537), (std::size_t(1) << 22) + 5})
+    for (int offset : {0, 1, 2, 7, 16, 31, 32}) check_offset(n, offset);
+}
+
+TEST_CASE("step2.correct", "[lab03][step2][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  for (std::size_t n : {std::size_t(1), std::size_t(2), std::size_t(33), std::size_t(1000)})
+    for (int stride = 1; stride <= lab03::kMaxStride; ++stride) check_strided(n, stride);
+  for (std::size_t n : {std::size_t(65537), (std::size_t(1) << 20) + 3})
+    for (int stride : {1, 2, 3, 7, 8, 16, 31, 32}) check_strided(n, stride);
+}
+
+TEST_CASE("step3.correct", "[lab03][step3][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  for (const Shape& s : kShapes) check_transpose(s);
+}
+
+TEST_CASE("step3.speed", "[lab03][step3][speed]") {
+  // The diagonal ordering must not be a big regression against the row-major one (on this GPU it cannot be a
+  // big win either: see the README). Both answers are checked at the timed size first.
+  LABKIT_REQUIRE_GPU();
+  const int n = 8192;
+  const std::size_t count = std::size_t(n) * n;
+  const std::uint64_t seed = labkit::gate::seed("speed in");
+  labkit::GuardedBuffer<float> din(count, "in"), dout(count, "out");
+  labkit::fill_random_device(din.data(), count, seed);
+  verify_large("step 3 (transpose_diagonal)", lab03::transpose_diagonal, n, seed, din.data(), dout);
+  verify_large("the provided transpose_rowmajor", lab03::transpose_rowmajor, n, seed, din.data(), dout);
+  labkit::TimingOptions opt;
+  opt.warmup = 3;
+  opt.min_repeats = 10;
+  opt.budget_ms = 150;
+  const auto cmp = labkit::compare_speed([&](int) { lab03::transpose_rowmajor(n, n, din.data(), dout.data()); },
+                                         [&](int) { lab03::transpose_diagonal(n, n, din.data(), dout.data()); }, opt);
+  const double gb = 2.0 * double(count) * sizeof(float) / 1e9;
+  labkit::gate::require_speedup(cmp, "row-major ordering (provided)", "step 3 (diagonal ordering)", gb, "GB");
+}
+
+TEST_CASE("step3.sweep", "[lab03][step3][speed]") {
+  // The sweep of the walkthrough, with short timings: every size of sweep_sizes(), both orderings interleaved,
+  // dips flagged, CSV written (to $LAB03_SWEEP_CSV, default lab03_sweep.csv in the working directory) and read
+  // back. Passes when the diagonal ordering is nowhere slower than the threshold times the row-major one.
+  LABKIT_REQUIRE_GPU();
+  {  // the candidate's answer at one size of the sweep, before any timing
+    const int n = 4096;
+    const std::uint64_t seed = labkit::gate::seed("sweep in");
+    labkit::GuardedBuffer<float> din(std::size_t(n) * n, "in"), dout(std::size_t(n) * n, "out");
+    labkit::fill_random_device(din.data(), din.size(), seed);
+    verify_large("step 3 (transpose_diagonal)", lab03::transpose_diagonal, n, seed, din.data(), dout);
+  }
+  const auto sizes = lab03::sweep_sizes();
+  labkit::TimingOptions opt;
+  opt.warmup = 1;
+  opt.min_repeats = 5;
+  opt.max_repeats = 50;
+  opt.budget_ms = 4;
+  std::vector<double> row_ms, diag_ms, row_gbs, diag_gbs;
+  double min_ratio = 1e30;
+  int worst = 0;
+  for (int n : sizes) {
+    const auto cmp = lab03::time_orderings(n, opt);
+    row_ms.push_back(cmp.baseline.median_ms);
+    diag_ms.push_back(cmp.candidate.median_ms);
+    row_gbs.push_back(lab03::transpose_gbs(n, row_ms.back()));
+    diag_gbs.push_back(lab03::transpose_gbs(n, diag_ms.back()));
+    if (cmp.ratio < min_ratio) min_ratio = cmp.ratio, worst = n;
+  }
+  const auto row_dip = lab03::flag_dips(row_gbs), diag_dip = lab03::flag_dips(diag_gbs);
+  const char* env = std::getenv("LAB03_SWEEP_CSV");
+  const std::string path = env && *env ? env : "lab03_sweep.csv";
+  {
+    std::ofstream csv(path);
+    if (!csv) FAIL("cannot write the sweep CSV " << path);
+    csv << lab03::kSweepCsvHeader << "\n";
+    lab03::write_sweep_rows(csv, sizes, row_ms, diag_ms, row_dip, diag_dip, 0);
+    if (!csv) FAIL("writing the sweep CSV " << path << " failed");
+  }
+  std::ifstream back(path);
+  std::string line;
+  std::size_t lines = 0;
+  while (std::getline(back, line)) ++lines;
+  CHECK(lines == 1 + 2 * sizes.size());
+
+  std::ostringstream dips;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    if (row_dip[i] || diag_dip[i])
+      dips << " " << sizes[i] << (row_dip[i] ? "(row-major)" : "") << (diag_dip[i] ? "(diagonal)" : "");
+  labkit::report::metric("sizes", double(sizes.size()));
+  labkit::report::metric("dips_rowmajor", double(std::count(row_dip.begin(), row_dip.end(), true)));
+  labkit::report::metric("dips_diagonal", double(std::count(diag_dip.begin(), diag_dip.end(), true)));
+  labkit::report::metric("worst_size", double(worst));
+  labkit::report::metric("min_ratio", min_ratio, "x");
+  const double need = labkit::gate::threshold();
+  INFO("wrote " << path << " (" << sizes.size() << " sizes); dips:" << (dips.str().empty() ? " none" : dips.str())
+                << "\n  the diagonal ordering's worst speed relative to the row-major one: " << min_ratio << "x at "
+                << worst << " x " << worst << "; the gate needs " << need << "x");
+  CHECK(min_ratio >= need);
+}
