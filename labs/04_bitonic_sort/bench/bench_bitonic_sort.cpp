@@ -1,0 +1,139 @@
+// Lab 04 bench: keys per second of every step, thrust::sort, thrust::sort_by_key and std::sort (CPU) for n from
+// 2^10 to 2^26 (plus a few sizes just above a power of two, where the network pays for the padding).
+// Each timed run restores the unsorted input first (a device-to-device copy, included in every GPU figure).
+// Three runs of each (median of repeats within a run). Writes CSV; plot it with
+//   tools/plot_bench.py lab04_bench.csv --x n --y gkeys_per_s --series variant --where case=pow2 --logx --logy \
+//       --title "Lab 04: sorting 32-bit float keys on H100" --ylabel "Gkeys/s" --out lab04.png
+//   lab04_bench_solution [--csv FILE] [--quick] [--max LOG2N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "bitonic_sort.h"
+#include "labkit/buffer.h"
+#include "labkit/device.h"
+#include "labkit/not_implemented.h"
+#include "labkit/random.h"
+#include "labkit/timing.h"
+#include "tests/thrust_sort.h"
+
+int main(int argc, char** argv) {
+  std::string csv_path = "lab04_bench.csv";
+  bool quick = false;
+  int max_log = 26;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--max") && i + 1 < argc) max_log = std::atoi(argv[++i]);
+    else {
+      std::cerr << "usage: " << argv[0] << " [--csv FILE] [--quick] [--max LOG2N]\n";
+      return 2;
+    }
+  }
+  if (!labkit::has_device()) {
+    std::cerr << labkit::no_device_reason() << "\n";
+    return 1;
+  }
+  std::cout << "lab04 bench on " << labkit::describe(labkit::device_info()) << "\n";
+  if (quick) max_log = std::min(max_log, 24);
+
+  struct Case {
+    std::size_t n;
+    std::string kind;
+  };
+  std::vector<Case> cases;
+  for (int e = 10; e <= max_log; e += (quick ? 4 : 2)) cases.push_back({std::size_t(1) << e, "pow2"});
+  for (int e : {16, 20, 24})
+    if (e <= max_log) cases.push_back({(std::size_t(1) << e) + 1, "pow2+1"});
+
+  using Fn = std::function<void(float*, std::uint32_t*, std::size_t)>;
+  struct Variant {
+    std::string name;
+    Fn fn;
+    bool pow2_only;
+    std::size_t max_n;  // time box: the slow steps stop earlier
+  };
+  const std::size_t big = std::size_t(1) << 30;
+  const std::vector<Variant> variants = {
+      {"thrust_sort", [](float* k, std::uint32_t*, std::size_t n) { lab04::baseline::thrust_sort(k, n); }, false, big},
+      {"thrust_sort_by_key", [](float* k, std::uint32_t* v, std::size_t n) { lab04::baseline::thrust_sort_by_key(k, v, n); },
+       false, big},
+      {"step1_global_pow2", [](float* k, std::uint32_t*, std::size_t n) { lab04::sort_global_pow2(k, n); }, true,
+       std::size_t(1) << 24},
+      {"step2_global", [](float* k, std::uint32_t*, std::size_t n) { lab04::sort_global(k, n, lab04::Order::ascending); },
+       false, std::size_t(1) << 24},
+      {"step3_shared", [](float* k, std::uint32_t*, std::size_t n) { lab04::sort_shared(k, n, lab04::Order::ascending); },
+       false, big},
+      {"step4_pairs",
+       [](float* k, std::uint32_t* v, std::size_t n) { lab04::sort_pairs(k, v, n, lab04::Order::ascending); }, false,
+       big},
+  };
+
+  std::ofstream csv(csv_path);
+  csv << "lab,case,n,variant,run,median_ms,gkeys_per_s,ratio_to_thrust\n";
+  const int runs = quick ? 1 : 3;
+  labkit::TimingOptions opt;
+  opt.warmup = 1;
+  opt.min_repeats = quick ? 3 : 5;
+  opt.budget_ms = quick ? 50 : 150;
+  std::printf("%-7s %10s  %-20s %10s %10s %9s\n", "case", "n", "variant", "ms", "Gkeys/s", "/thrust");
+  for (const auto& c : cases) {
+    const std::size_t n = c.n;
+    labkit::DeviceBuffer<float> src(n), keys(n);
+    labkit::DeviceBuffer<std::uint32_t> idx(n), values(n);
+    labkit::fill_random_device(src.data(), n, 1);
+    {
+      std::vector<std::uint32_t> h(n);
+      for (std::size_t i = 0; i < n; ++i) h[i] = std::uint32_t(i);
+      idx.upload(h);
+    }
+    auto timed = [&](const Variant& v) {
+      return labkit::time_gpu(
+                 [&](int) {
+                   LABKIT_CUDA(cudaMemcpyAsync(keys.data(), src.data(), n * sizeof(float), cudaMemcpyDeviceToDevice));
+                   LABKIT_CUDA(cudaMemcpyAsync(values.data(), idx.data(), n * sizeof(std::uint32_t),
+                                               cudaMemcpyDeviceToDevice));
+                   v.fn(keys.data(), values.data(), n);
+                 },
+                 opt)
+          .median_ms;
+    };
+    for (int run = 0; run < runs; ++run) {
+      double t_thrust = 0;
+      for (const auto& v : variants) {
+        if (n > v.max_n || (v.pow2_only && (n & (n - 1)))) continue;
+        double ms;
+        try {
+          ms = timed(v);
+        } catch (const labkit::NotImplemented&) {
+          continue;  // the student's tree: steps not written yet are left out
+        }
+        if (v.name == "thrust_sort") t_thrust = ms;
+        const double ratio = t_thrust > 0 ? t_thrust / ms : 0;
+        csv << "04," << c.kind << "," << n << "," << v.name << "," << run << "," << ms << "," << n / (ms * 1e6) << ","
+            << ratio << "\n";
+        if (run == runs - 1)
+          std::printf("%-7s %10zu  %-20s %10.3f %10.3f %9.3f\n", c.kind.c_str(), n, v.name.c_str(), ms,
+                      n / (ms * 1e6), ratio);
+      }
+    }
+    // CPU baseline: std::sort of the same keys (one core), up to 2^24 (about 1.5 s there).
+    if (n <= (std::size_t(1) << (quick ? 22 : 24))) {
+      auto h = labkit::random_floats(n, 1);
+      const auto t0 = std::chrono::steady_clock::now();
+      std::sort(h.begin(), h.end());
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      csv << "04," << c.kind << "," << n << ",std_sort_cpu,0," << ms << "," << n / (ms * 1e6) << ",\n";
+      std::printf("%-7s %10zu  %-20s %10.3f %10.3f\n", c.kind.c_str(), n, "std_sort_cpu", ms, n / (ms * 1e6));
+    }
+  }
+  std::cout << "wrote " << csv_path << "\n";
+  return 0;
+}

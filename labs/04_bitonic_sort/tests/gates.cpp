@@ -1,0 +1,440 @@
+// Lab 04 gates. Correctness: every step over n = 0, 1, 2, primes, 2^k - 1, 2^k, 2^k + 1 around every chunk size,
+// up to 2^24, both directions, with random, sorted, reverse-sorted, all-equal, few-distinct, signed-zero and
+// NaN/inf inputs. An output is accepted when it is, bit for bit, a permutation of the input AND in the order of
+// labkit::float_order_key (NaNs last, -0.0 before +0.0; descending is the mirror image); key-value outputs must
+// also keep each value with its key. Guard bands around every array, a second run compared bit for bit.
+// Speed: step 3 against step 1 and against thrust::sort at 2^24 keys, measured in one process.
+#include <catch2/catch_test_macros.hpp>
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bitonic_sort.h"
+#include "labkit/gate.h"
+#include "labkit/guard.h"
+#include "labkit/random.h"
+#include "labkit/ref_sort.h"
+#include "labkit/report.h"
+#include "thrust_sort.h"
+
+namespace {
+
+using lab04::Order;
+using u32 = std::uint32_t;
+
+enum class Step { pow2 = 1, global, shared, pairs };
+const char* const kStepName[] = {"", "step 1 (one kernel per step, power-of-two n)", "step 2 (any n, global memory)",
+                                 "step 3 (shared-memory chunks)", "step 4 (key-value pairs)"};
+
+const char* order_name(Order o) { return o == Order::ascending ? "ascending" : "descending"; }
+
+void run_keys(Step s, float* keys, std::size_t n, Order o) {
+  switch (s) {
+    case Step::pow2: return lab04::sort_global_pow2(keys, n);  // ascending only
+    case Step::global: return lab04::sort_global(keys, n, o);
+    case Step::shared: return lab04::sort_shared(keys, n, o);
+    case Step::pairs: break;
+  }
+  throw std::logic_error("run_keys: not a keys-only step");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Inputs. Never zeros only: every pattern is seeded and fresh each run.
+enum class Pattern { random, sorted, reversed, all_equal, few_distinct, signed_zeros, specials };
+const char* const kPatternName[] = {"random",       "already sorted", "reverse sorted",
+                                    "all equal",    "few distinct values (many duplicates)",
+                                    "signed zeros and denormals", "NaNs, infinities, zeros, extremes"};
+constexpr Pattern kOtherPatterns[] = {Pattern::sorted,       Pattern::reversed,     Pattern::all_equal,
+                                      Pattern::few_distinct, Pattern::signed_zeros, Pattern::specials};
+
+// NaN bit patterns of both signs, quiet and signalling; none is labkit's poison (0x7FC0DEAD).
+constexpr u32 kNaNs[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x7FFFFFFFu, 0xFFA00005u};
+
+std::vector<float> make_keys(Pattern p, std::size_t n, std::uint64_t seed) {
+  std::vector<float> k;
+  switch (p) {
+    case Pattern::random: return labkit::random_floats(n, seed, -1.f, 1.f);
+    case Pattern::sorted:
+    case Pattern::reversed:
+      k = labkit::random_floats(n, seed, -100.f, 100.f);
+      std::sort(k.begin(), k.end());  // no NaNs or zeros of both signs here: plain < is the key order
+      if (p == Pattern::reversed) std::reverse(k.begin(), k.end());
+      return k;
+    case Pattern::all_equal: return std::vector<float>(n, labkit::uniform_float(seed, 0, -1.f, 1.f));
+    case Pattern::few_distinct:
+      k.resize(n);
+      for (std::size_t i = 0; i < n; ++i) k[i] = 0.5f * float(labkit::uniform_int(seed, i, -4, 3));
+      return k;
+    case Pattern::signed_zeros: {
+      const float pick[] = {-0.f, 0.f, -1e-40f, 1e-40f, -FLT_MIN, FLT_MIN, -1.f, 1.f};
+      k.resize(n);
+      for (std::size_t i = 0; i < n; ++i) k[i] = pick[labkit::uniform_int(seed, i, 0, 7)];
+      return k;
+    }
+    case Pattern::specials: {
+      const float inf = std::numeric_limits<float>::infinity();
+      k = labkit::random_floats(n, seed, -1.f, 1.f);
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto r = labkit::uniform_int(labkit::mix64(seed), i, 0, 15);
+        if (r < 5) k[i] = labkit::bits_float(kNaNs[r]);
+        else if (r == 5) k[i] = inf;
+        else if (r == 6) k[i] = -inf;
+        else if (r == 7) k[i] = -0.f;
+        else if (r == 8) k[i] = 0.f;
+        else if (r == 9) k[i] = FLT_MAX;
+        else if (r == 10) k[i] = -FLT_MAX;
+        else if (r == 11) k[i] = std::numeric_limits<float>::denorm_min();
+      }
+      return k;
+    }
+  }
+  return k;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The sort check, with a diagnosis.
+std::string show(float x) {
+  std::ostringstream os;
+  if (std::isnan(x)) os << "NaN";
+  else if (x == 0) os << (std::signbit(x) ? "-0.0" : "+0.0");
+  else os << x;
+  os << " (0x" << std::hex << labkit::float_bits(x) << ")";
+  return os.str();
+}
+
+labkit::Verdict fail(const std::string& message, std::size_t checked, std::size_t wrong) {
+  labkit::Verdict v;
+  v.ok = false;
+  v.checked = checked;
+  v.wrong = wrong;
+  v.message = message;
+  return v;
+}
+
+labkit::Verdict check_sort(const std::vector<float>& got, const std::vector<float>& in, Order order) {
+  const std::size_t n = in.size();
+  const bool desc = order == Order::descending;
+  if (got.size() != n) return fail("keys has " + std::to_string(got.size()) + " elements, expected " +
+                                   std::to_string(n), 0, n);
+  // 1. A permutation of the input, bit for bit (NaN payloads and zero signs included): compare the sorted bits.
+  std::vector<u32> gb(n), ib(n);
+  for (std::size_t i = 0; i < n; ++i) gb[i] = labkit::float_bits(got[i]), ib[i] = labkit::float_bits(in[i]);
+  labkit::radix_sort_u32(gb);
+  labkit::radix_sort_u32(ib);
+  if (gb != ib) {
+    std::size_t missing = 0, extra = 0, a = 0, b = 0;
+    u32 first_missing = 0, first_extra = 0;
+    while (a < n || b < n) {  // merge the two sorted bit lists: what the input has that the output lacks, and back
+      if (b == n || (a < n && ib[a] < gb[b])) {
+        if (!missing++) first_missing = ib[a];
+        ++a;
+      } else if (a == n || gb[b] < ib[a]) {
+        if (!extra++) first_extra = gb[b];
+        ++b;
+      } else {
+        ++a, ++b;
+      }
+    }
+    std::ostringstream os;
+    os << "keys is not a permutation of the input: " << missing << " input values are missing (first: "
+       << show(labkit::bits_float(first_missing)) << ") and " << extra
+       << " values appear that were not in the input, or too often (first: " << show(labkit::bits_float(first_extra))
+       << ").\n  A compare-exchange must write both values back (swap, not copy); two threads must never own the "
+          "same slot in one step; and every step must see all writes of the previous one (a new launch, or "
+          "__syncthreads() in shared memory). Padding slots (>= n) must never be stored.";
+    return fail(os.str(), n, missing + extra);
+  }
+  // 2. In order: no descent of the key from one position to the next.
+  std::size_t descents = 0, first = 0, run = 0;
+  for (std::size_t i = 1; i < n; ++i)
+    if (labkit::float_order_key(got[i - 1], desc) > labkit::float_order_key(got[i], desc)) {
+      if (!descents++) first = i;
+      const std::size_t low_bit = i & (~i + 1);  // the largest power of two dividing i
+      run = run ? std::min(run, low_bit) : low_bit;
+    }
+  if (!descents) return labkit::Verdict{};
+  std::ostringstream os;
+  os << "keys is not sorted (" << order_name(order) << ", in the order of labkit::float_order_key): " << descents
+     << " places where a key is followed by a smaller one; the first at keys[" << first - 1 << "] = "
+     << show(got[first - 1]) << ", keys[" << first << "] = " << show(got[first]) << ".";
+  const float x = got[first - 1], y = got[first];
+  if (x == 0 && y == 0)
+    os << "\n  -0.0 and +0.0 are different keys here (-0.0 first when ascending): compare "
+          "labkit::float_order_key() values, not floats with < (which calls them equal).";
+  else if (std::isnan(x) || std::isnan(y))
+    os << "\n  NaNs sort " << (desc ? "first" : "last") << ": any comparison with a NaN through < is false, so a "
+       << "network that compares floats leaves NaNs where they are. Compare labkit::float_order_key() values.";
+  else if (n > 1) {
+    bool reversed = true;  // sorted, but the other way round?
+    for (std::size_t i = 1; i < n && reversed; ++i)
+      reversed = labkit::float_order_key(got[i - 1], !desc) <= labkit::float_order_key(got[i], !desc);
+    if (reversed) os << "\n  The keys are sorted " << order_name(desc ? Order::ascending : Order::descending)
+                     << ": the direction is inverted.";
+    else if (run >= 2 && run < n)
+      os << "\n  pattern: every run of " << run << " aligned elements is sorted but the runs are not merged: the "
+         << "stages k > " << run << " are missing or wrong (in step 3: the global steps j >= chunk, the mirror "
+         << "step of each stage, or the shared-memory merge of each stage).";
+  }
+  return fail(os.str(), n, descents);
+}
+
+// Key-value: values started as 0, 1, ..., n-1 (the index of their key); they must come out as a permutation of
+// those, each still beside the key it started with.
+labkit::Verdict check_pairs(const std::vector<float>& keys, const std::vector<u32>& values,
+                            const std::vector<float>& in, Order order) {
+  labkit::Verdict v = check_sort(keys, in, order);
+  if (!v.ok) return v;
+  const std::size_t n = in.size();
+  std::vector<char> seen(n, 0);
+  for (std::size_t p = 0; p < n; ++p) {
+    const u32 idx = values[p];
+    if (idx >= n || seen[idx]) {
+      std::ostringstream os;
+      os << "values is not a permutation of 0.." << n - 1 << ": values[" << p << "] = " << idx
+         << (idx >= n ? " is out of range" : " appears twice")
+         << ".\n  Every swap of two keys must swap their two values too, in global and in shared memory.";
+      return fail(os.str(), n, 1);
+    }
+    seen[idx] = 1;
+    if (labkit::float_bits(keys[p]) != labkit::float_bits(in[idx])) {
+      std::ostringstream os;
+      os << "keys and values were separated: at position " << p << " the key is " << show(keys[p])
+         << " but the value " << idx << " belongs to the key " << show(in[idx])
+         << ".\n  A swap moved a key without its value (or a value without its key), or values were loaded from or "
+            "stored to other slots than their keys.";
+      return fail(os.str(), n, 1);
+    }
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// One case: fresh input, sort, guards, check, second run bit for bit.
+void require_guards(const labkit::GuardReport& g, const std::string& ctx) {
+  if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+}
+
+std::string context(Step s, std::size_t n, Pattern p, Order o) {
+  return std::string(kStepName[int(s)]) + ", n = " + std::to_string(n) + ", " + kPatternName[int(p)] + ", " +
+         order_name(o);
+}
+
+std::uint64_t input_seed(std::size_t n, Pattern p, Order o) {
+  return labkit::gate::seed("keys n=" + std::to_string(n) + " " + kPatternName[int(p)] + " " + order_name(o));
+}
+
+// The sort works in place, so there is no separate output to poison: a slot the kernel never wrote still holds its
+// input value, which the permutation and order checks catch instead.
+void check_keys_case(Step s, std::size_t n, Pattern p, Order o) {
+  const std::string ctx = context(s, n, p, o);
+  const std::vector<float> in = make_keys(p, n, input_seed(n, p, o));
+  labkit::GuardedBuffer<float> d(n, "keys");
+  d.upload(in);
+  run_keys(s, d.data(), n, o);
+  LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
+  require_guards(d.check_guards(), ctx);
+  const std::vector<float> out = d.download();
+  labkit::gate::require(check_sort(out, in, o), ctx);
+  // A bitonic network is deterministic: a second run must give the same bits (NaN payloads included).
+  d.upload(in);
+  run_keys(s, d.data(), n, o);
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  labkit::CheckOptions opt;
+  opt.name = "keys";
+  labkit::gate::require(labkit::check_same_runs(out, d.download(), opt), ctx);
+}
+
+void check_pairs_case(std::size_t n, Pattern p, Order o) {
+  const std::string ctx = context(Step::pairs, n, p, o);
+  const std::vector<float> in = make_keys(p, n, input_seed(n, p, o));
+  std::vector<u32> idx(n);
+  for (std::size_t i = 0; i < n; ++i) idx[i] = u32(i);
+  labkit::GuardedBuffer<float> dk(n, "keys");
+  labkit::GuardedBuffer<u32> dv(n, "values");
+  auto run_once = [&] {
+    dk.upload(in);
+    dv.upload(idx);
+    lab04::sort_pairs(dk.data(), dv.data(), n, o);
+    LABKIT_CUDA(cudaDeviceSynchronize());
+  };
+  run_once();
+  require_guards(dk.check_guards(), ctx);
+  require_guards(dv.check_guards(), ctx);
+  const auto keys = dk.download();
+  const auto values = dv.download();
+  labkit::gate::require(check_pairs(keys, values, in, o), ctx);
+  run_once();  // equal keys may carry their values in any order, but in the same order on every run
+  labkit::CheckOptions opt;
+  opt.name = "keys";
+  labkit::gate::require(labkit::check_same_runs(keys, dk.download(), opt), ctx);
+  opt.name = "values";
+  labkit::gate::require(labkit::check_same_runs(values, dv.download(), opt), ctx);
+}
+
+// Sizes: the edges of every power of two that matters (warp 32, block 256/1024 threads, shared-memory chunks of
+// 2^14 pairs and 2^15 keys on an H100, 2^16 and 2^17 for devices with more shared memory), primes, and large.
+const std::vector<std::size_t> kAnySizes = {
+    0,     1,     2,     3,     4,      5,      7,      8,      13,      31,      32,      33,     63,
+    64,    65,    97,    127,   128,    129,    255,    256,    257,     1000,    1023,    1024,   1025,
+    2047,  2048,  2049,  4093,  4096,   4097,   8191,   8192,   8193,    16383,   16384,   16385,  32767,
+    32768, 32769, 65535, 65536, 65537,  100003, 131071, 131072, 131073,  262147,  1000003, (1u << 20) + 1};
+const std::vector<std::size_t> kPow2Sizes = {0,     1,     2,      4,       8,       16,      32,     64,
+                                             128,   256,   512,    1024,    2048,    4096,    8192,   16384,
+                                             32768, 65536, 131072, 1u << 18, 1u << 20};
+constexpr std::size_t kLargeOdd = (std::size_t(1) << 22) + 1, kLarge = std::size_t(1) << 24;
+
+// Each size: random keys both ways, plus two of the other patterns (a different pair for each size, so that every
+// pattern meets sizes on both sides of every chunk boundary).
+template <class Fn>
+void for_each_case(const std::vector<std::size_t>& sizes, bool both_orders, Fn fn) {
+  for (std::size_t s = 0; s < sizes.size(); ++s) {
+    const std::size_t n = sizes[s];
+    const Pattern p1 = kOtherPatterns[s % 6], p2 = kOtherPatterns[(s + 3) % 6];
+    fn(n, Pattern::random, Order::ascending);
+    fn(n, p1, Order::ascending);
+    if (both_orders) {
+      fn(n, Pattern::random, Order::descending);
+      fn(n, p2, Order::descending);
+    } else {
+      fn(n, p2, Order::ascending);
+    }
+  }
+}
+
+void check_keys_step(Step s) {
+  if (s == Step::pow2) {
+    for_each_case(kPow2Sizes, false, [&](std::size_t n, Pattern p, Order o) { check_keys_case(s, n, p, o); });
+    check_keys_case(s, kLarge, Pattern::random, Order::ascending);
+  } else {
+    for_each_case(kAnySizes, true, [&](std::size_t n, Pattern p, Order o) { check_keys_case(s, n, p, o); });
+    check_keys_case(s, kLargeOdd, Pattern::random, Order::ascending);
+    check_keys_case(s, kLargeOdd, Pattern::specials, Order::descending);
+    if (s == Step::shared) check_keys_case(s, kLarge, Pattern::random, Order::descending);  // step 2: same kernel
+  }
+}
+
+void check_rejects(Step s) {
+  // Impossible sizes are refused before anything is launched.
+  labkit::GuardedBuffer<float> d(4, "keys");
+  labkit::GuardedBuffer<u32> v(4, "values");
+  if (s == Step::pow2) CHECK_THROWS_AS(lab04::sort_global_pow2(d.data(), 3), std::invalid_argument);
+  if (s == Step::pairs)
+    CHECK_THROWS_AS(lab04::sort_pairs(d.data(), v.data(), lab04::kMaxN + 1, Order::ascending), std::invalid_argument);
+  else
+    CHECK_THROWS_AS(run_keys(s, d.data(), lab04::kMaxN + 1, Order::ascending), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Speed at 2^24 keys. Every timed run first restores the unsorted input (a device-to-device copy, ~0.05 ms, the
+// same for both sides), so that nobody sorts sorted data.
+constexpr std::size_t kSpeedN = std::size_t(1) << 24;
+
+void check_speed(const char* baseline_name, const std::function<void(float*, std::size_t)>& baseline) {
+  const std::size_t n = kSpeedN;
+  const std::vector<float> in = labkit::random_floats(n, labkit::gate::seed("speed keys"), -1.f, 1.f);
+  labkit::DeviceBuffer<float> src(in);
+  labkit::GuardedBuffer<float> work(n, "keys");
+  const std::string ctx = std::string(kStepName[int(Step::shared)]) + " at the timed size n = 2^24, ascending";
+  {  // a fast wrong sort earns nothing
+    work.upload(in);
+    lab04::sort_shared(work.data(), n, Order::ascending);
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    require_guards(work.check_guards(), ctx);
+    labkit::gate::require(check_sort(work.download(), in, Order::ascending), ctx);
+  }
+  auto restore = [&] {
+    LABKIT_CUDA(cudaMemcpyAsync(work.data(), src.data(), n * sizeof(float), cudaMemcpyDeviceToDevice));
+  };
+  labkit::TimingOptions opt;
+  opt.warmup = 1;
+  opt.min_repeats = 5;
+  opt.budget_ms = 200;
+  auto timed_baseline = [&](int) {
+    restore();
+    baseline(work.data(), n);
+  };
+  auto timed_candidate = [&](int) {
+    restore();
+    lab04::sort_shared(work.data(), n, Order::ascending);
+  };
+  const auto cmp = labkit::compare_speed(timed_baseline, timed_candidate, opt);
+  labkit::gate::require_speedup(cmp, baseline_name, kStepName[int(Step::shared)], double(n) / 1e9, "Gkeys");
+}
+
+}  // namespace
+
+TEST_CASE("cpu.order", "[lab04][cpu]") {
+  // The order every gate trusts: -inf < negatives < -0.0 < +0.0 < positives < +inf < NaN; descending mirrors it.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> in{nan, 2.f, 0.f, -0.f, -inf, inf, -3.f, 1e-40f};
+  const auto up = labkit::sort_ref(in, false);
+  CHECK(labkit::float_bits(up[0]) == labkit::float_bits(-inf));
+  CHECK(up[1] == -3.f);
+  CHECK(labkit::float_bits(up[2]) == 0x80000000u);  // -0.0
+  CHECK(labkit::float_bits(up[3]) == 0u);           // +0.0
+  CHECK(up[4] == 1e-40f);
+  CHECK(up[6] == inf);
+  CHECK(std::isnan(up[7]));
+  CHECK(check_sort(up, in, Order::ascending).ok);
+  const auto down = labkit::sort_ref(in, true);
+  CHECK(std::isnan(down[0]));
+  CHECK(check_sort(down, in, Order::descending).ok);
+  // The diagnosis catches what it must: a flipped zero pair, a NaN in the middle, a lost element.
+  auto zeros = up;
+  std::swap(zeros[2], zeros[3]);
+  const auto vz = check_sort(zeros, in, Order::ascending);
+  CHECK(!vz.ok);
+  CHECK(vz.message.find("-0.0 and +0.0") != std::string::npos);
+  auto nan_first = up;
+  std::rotate(nan_first.begin(), nan_first.end() - 1, nan_first.end());
+  CHECK(!check_sort(nan_first, in, Order::ascending).ok);
+  auto lost = up;
+  lost[1] = 2.f;
+  const auto vl = check_sort(lost, in, Order::ascending);
+  CHECK(!vl.ok);
+  CHECK(vl.message.find("not a permutation") != std::string::npos);
+  CHECK(!check_sort(up, in, Order::descending).ok);
+  // Key-value: a value separated from its key is caught.
+  std::vector<float> kin{3.f, 1.f, 2.f};
+  CHECK(check_pairs({1.f, 2.f, 3.f}, {1, 2, 0}, kin, Order::ascending).ok);
+  CHECK(!check_pairs({1.f, 2.f, 3.f}, {2, 1, 0}, kin, Order::ascending).ok);
+}
+
+TEST_CASE("step1.correct", "[lab04][step1][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_keys_step(Step::pow2);
+  check_rejects(Step::pow2);
+}
+TEST_CASE("step2.correct", "[lab04][step2][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_keys_step(Step::global);
+  check_rejects(Step::global);
+}
+TEST_CASE("step3.correct", "[lab04][step3][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_keys_step(Step::shared);
+  check_rejects(Step::shared);
+}
+TEST_CASE("step4.correct", "[lab04][step4][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  for_each_case(kAnySizes, true, [](std::size_t n, Pattern p, Order o) { check_pairs_case(n, p, o); });
+  check_pairs_case(kLargeOdd, Pattern::specials, Order::ascending);
+  check_pairs_case(kLarge, Pattern::random, Order::descending);
+  check_rejects(Step::pairs);
+}
+
+TEST_CASE("step3.speed", "[lab04][step3][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(kStepName[int(Step::pow2)], [](float* k, std::size_t n) { lab04::sort_global_pow2(k, n); });
+}
+TEST_CASE("step3.speed_thrust", "[lab04][step3][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed("thrust::sort", [](float* k, std::size_t n) { lab04::baseline::thrust_sort(k, n); });
+}
