@@ -1,0 +1,354 @@
+// Lab 06 gates. Correctness: every step over shapes from 1x1 to 3001x2999 (M = 1, N = 1, sizes that are multiples
+// of no tile, square, N x 2N and tall A), fresh random inputs per run, guard bands around A and C, C poisoned
+// before every call so that unwritten elements are told apart, A verified unmodified, C checked against a
+// compensated CPU reference (full, or sampled plus an element-wise cross-check with cublasDgemm for large C),
+// exact symmetry, and a repeat run compared bit for bit. Speed: ratios measured in one process.
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ata.h"
+#include "labkit/cublas.h"
+#include "labkit/gate.h"
+#include "labkit/guard.h"
+#include "labkit/random.h"
+#include "labkit/ref_ata.h"
+#include "labkit/report.h"
+
+namespace {
+
+enum class Step { gemm = 0, syrk, naive, tiled, regblock, prefetch, symmetric, tensor_core };
+const char* const kStepName[] = {"step 1 (cublasDgemm)",        "step 1 (cublasDsyrk + mirror)",
+                                 "step 2 (naive)",              "step 3 (shared-memory tiles)",
+                                 "step 4 (register blocking)",  "step 5 (prefetch, double buffering)",
+                                 "step 6 (symmetric tiles)",    "step 7 (fp64 tensor cores)"};
+const char* name(Step s) { return kStepName[int(s)]; }
+
+labkit::CublasHandle& cublas() {
+  static labkit::CublasHandle handle;  // created once per process: handle creation costs ~100 ms
+  return handle;
+}
+
+void run(Step s, int M, int N, const double* A, double* C) {
+  switch (s) {
+    case Step::gemm: return lab06::ata_cublas_gemm(cublas(), M, N, A, C);
+    case Step::syrk: return lab06::ata_cublas_syrk(cublas(), M, N, A, C);
+    case Step::naive: return lab06::ata_naive(M, N, A, C);
+    case Step::tiled: return lab06::ata_tiled(M, N, A, C);
+    case Step::regblock: return lab06::ata_regblock(M, N, A, C);
+    case Step::prefetch: return lab06::ata_prefetch(M, N, A, C);
+    case Step::symmetric: return lab06::ata_symmetric(M, N, A, C);
+    case Step::tensor_core: return lab06::ata_tensor_core(M, N, A, C);
+  }
+}
+
+// The library calls the gates trust (never the student's step 1): the cross-check for large outputs and the
+// speed baselines.
+void reference_dgemm(int M, int N, const double* A, double* C) {
+  const double one = 1.0, zero = 0.0;
+  LABKIT_CUBLAS(cublasDgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, N, N, M, &one, A, N, A, N, &zero, C, N));
+}
+void reference_dsyrk_triangle(int M, int N, const double* A, double* C) {  // one triangle only: half the work
+  const double one = 1.0, zero = 0.0;
+  LABKIT_CUBLAS(cublasDsyrk(cublas(), CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, N, M, &one, A, N, &zero, C, N));
+}
+
+// Tolerance, relative to ||C||_max. Each C(i, j) is a sum of K = M products. Whatever the summation order (serial,
+// blocked, tensor-core), the rounding error is bounded by gamma_K * sum_k |A(k,i) A(k,j)| with gamma_K ~ K*u
+// (u = 2^-53), and by Cauchy-Schwarz sum_k |A(k,i) A(k,j)| <= sqrt(C(i,i) C(j,j)) <= max_i C(i,i) = ||C||_max.
+// So K*u bounds the relative infinity-norm error rigorously; two correct results differ by at most twice that.
+// 3*(K+2)*u adds the reference's own rounding and the 1/(1-Ku) of gamma_K. Typical errors are ~sqrt(K)*u, far
+// below; a single missing product shifts an element by ~|C|/K, far above (K*u < 1e-12 for every K used here).
+double tolerance(int M) { return 3.0 * (double(M) + 2.0) * 0x1p-53; }
+
+struct Shape {
+  int M, N;
+};
+std::string str(const Shape& s) {
+  std::ostringstream os;
+  os << "M=" << s.M << " N=" << s.N;
+  return os.str();
+}
+
+// M = 1 (C is an outer product), N = 1 (C is 1x1), tiny, sizes that are multiples of none of the tiles used in
+// this lab (16, 32, 48, 64, 128), square, N = 2M (the seed's N x 2N table) and tall A (M >> N), up to 3001x2999.
+const std::vector<Shape> kShapes = {
+    {1, 1},     {1, 7},     {7, 1},      {1, 300},    {300, 1},    {2, 3},      {13, 17},
+    {31, 33},   {47, 65},   {100, 97},   {129, 95},   {5, 1000},   {1000, 5},   {257, 255},
+    {300, 600}, {601, 301}, {769, 771},  {1531, 3062}, {3001, 2999},
+};
+constexpr double kFullReferenceLimit = double(1 << 28);  // multiply-adds of the upper triangle; above: sampled
+
+std::size_t at(int N, int i, int j) { return std::size_t(i) * N + j; }
+
+struct Inputs {
+  Shape s;
+  std::vector<double> A;
+  labkit::GuardedBuffer<double> dA, dC;
+  explicit Inputs(Shape sh)
+      : s(sh),
+        A(labkit::random_doubles(std::size_t(sh.M) * sh.N, labkit::gate::seed("A " + str(sh)))),
+        dA(A.size(), "A"),
+        dC(std::size_t(sh.N) * sh.N, "C") {
+    dA.upload(A);
+  }
+  std::vector<double> run_step(Step step) {
+    dC.poison();  // every element must be written by the call itself
+    run(step, s.M, s.N, dA.data(), dC.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
+    return dC.download();
+  }
+};
+
+labkit::CheckOptions options_for(const Shape& s) {
+  labkit::CheckOptions opt;
+  opt.tolerance = tolerance(s.M);
+  opt.name = "C";
+  opt.rows = s.N;
+  opt.cols = s.N;
+  return opt;
+}
+
+// Which triangles still hold the poison: a whole triangle never written is the classic step 1b / 6 / 7 mistake.
+std::string triangle_diagnosis(const std::vector<double>& C, int N) {
+  std::size_t upper = 0, lower = 0, diag = 0;
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j)
+      if (labkit::is_poison(C[at(N, i, j)])) (i < j ? upper : i > j ? lower : diag)++;
+  const std::size_t tri = std::size_t(N) * (N - 1) / 2;
+  if (tri == 0) return "";
+  if (lower == tri && upper < tri)
+    return "the strictly lower triangle of C was never written (still the poison value) while the upper one was:"
+           " the mirror step is missing (step 1b: copy the syrk triangle across; steps 6-7: every upper tile must"
+           " also write C(j, i))";
+  if (upper == tri && lower < tri)
+    return "the strictly upper triangle of C was never written (still the poison value) while the lower one was:"
+           " the mirror step is missing";
+  if (diag == std::size_t(N) && upper < tri)
+    return "the diagonal of C was never written: diagonal tiles skip their i == j elements";
+  return "";
+}
+
+// C(i, j) and C(j, i) must be equal bit for bit (up to the sign of zero). Blocked comparison, cache friendly.
+labkit::Verdict check_exact_symmetry(const std::vector<double>& C, int N, Step step) {
+  labkit::Verdict v;
+  std::size_t bad = 0;
+  int fi = -1, fj = -1;
+  constexpr int B = 64;
+  for (int i0 = 0; i0 < N; i0 += B)
+    for (int j0 = i0; j0 < N; j0 += B)
+      for (int i = i0; i < std::min(N, i0 + B); ++i)
+        for (int j = std::max(j0, i + 1); j < std::min(N, j0 + B); ++j) {
+          const double a = C[at(N, i, j)], b = C[at(N, j, i)];
+          if (!(a == b) && !(std::isnan(a) && std::isnan(b))) {
+            if (bad == 0 || i < fi || (i == fi && j < fj)) fi = i, fj = j;
+            ++bad;
+          }
+        }
+  v.checked = std::size_t(N) * (N - 1) / 2;
+  v.wrong = bad;
+  v.ok = bad == 0;
+  if (!v.ok) {
+    std::ostringstream os;
+    os.precision(17);
+    os << "C is not exactly symmetric: " << bad << " of " << v.checked << " pairs differ, first C(" << fi << ","
+       << fj << ") = " << C[at(N, fi, fj)] << " but C(" << fj << "," << fi << ") = " << C[at(N, fj, fi)] << ".\n  ";
+    if (step == Step::symmetric || step == Step::tensor_core || step == Step::syrk)
+      os << "Here C(j, i) should be a copy of C(i, j). On a diagonal tile both halves are computed: let only the"
+            " elements with i <= j write (both places), so that each pair comes from one accumulator.";
+    else
+      os << "C(i, j) and C(j, i) are sums of the same products A(k,i)*A(k,j) = A(k,j)*A(k,i); summed in the same"
+            " k order they are bit-identical. A difference means different k orders for the two (e.g. a k tile"
+            " skipped on one side only) or a race.";
+    v.message = os.str();
+  }
+  return v;
+}
+
+// Wrong answers of common mistakes, so that the diagnosis can name them (small shapes only).
+void add_hypotheses(const Inputs& in, labkit::CheckOptions& opt) {
+  const Shape& s = in.s;
+  if (double(s.M) * s.N * s.N > double(1 << 22)) return;
+  if (s.M == s.N && s.M > 1) {
+    // A A^T: the row-/column-major mix-up. (A^T)^T (A^T) with A^T as an N x M row-major array.
+    std::vector<double> At(in.A.size());
+    for (int k = 0; k < s.M; ++k)
+      for (int i = 0; i < s.N; ++i) At[std::size_t(i) * s.M + k] = in.A[std::size_t(k) * s.N + i];
+    opt.hypotheses.push_back({"C holds A*A^T instead of A^T*A: rows of A were multiplied instead of columns "
+                              "(a row-major / column-major mix-up)",
+                              labkit::ata_ref(s.N, s.M, At)});
+  }
+  // The loop over k drops the partial last tile of t rows: only the first M/t*t rows of A are summed.
+  for (int t : {4, 8, 16, 32, 48, 64, 128}) {
+    const int M_short = s.M / t * t;
+    if (M_short == s.M || M_short == 0) continue;
+    std::vector<double> head(in.A.begin(), in.A.begin() + std::size_t(M_short) * s.N);
+    opt.hypotheses.push_back({"the products for k >= " + std::to_string(M_short) +
+                                  " are missing: the loop over k skips the partial last tile (tile of " +
+                                  std::to_string(t) + " rows of A)",
+                              labkit::ata_ref(M_short, s.N, head)});
+  }
+}
+
+// Positions for the sampled reference: whole rows 0, N/2, N-1, the whole diagonal, and random positions.
+std::vector<std::pair<int, int>> sample_positions(const Shape& s) {
+  std::vector<std::pair<int, int>> pos;
+  for (int j = 0; j < s.N; ++j) pos.emplace_back(0, j), pos.emplace_back(s.N / 2, j), pos.emplace_back(s.N - 1, j);
+  for (int i = 0; i < s.N; ++i) pos.emplace_back(i, i);
+  const auto seed = labkit::gate::seed("positions " + str(s));
+  for (int r = 0; r < 4096; ++r) {
+    const auto bits = labkit::random_bits(seed, r);
+    pos.emplace_back(int(bits % s.N), int((bits >> 32) % s.N));
+  }
+  return pos;
+}
+
+// Checks one step on one shape: guards, unmodified input, written triangles, value, exact symmetry, repeatability.
+void check_shape(Step step, const Shape& s) {
+  Inputs in(s);
+  const std::vector<double> out = in.run_step(step);
+  const std::string ctx = std::string(name(step)) + ", " + str(s);
+
+  for (const auto* buf : {&in.dA, &in.dC}) {
+    auto g = buf->check_guards();
+    if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+  }
+  labkit::gate::require(labkit::check_unmodified(in.dA.download(), in.A, "A"), ctx);
+  const std::string tri = triangle_diagnosis(out, s.N);
+  if (!tri.empty()) FAIL(ctx << ": " << tri << "\n  " << labkit::gate::reproduce_hint());
+
+  labkit::CheckOptions opt = options_for(s);
+  if (double(s.M) * s.N * (s.N + 1) / 2 <= kFullReferenceLimit) {
+    const auto ref = labkit::ata_ref(s.M, s.N, in.A);
+    add_hypotheses(in, opt);
+    labkit::gate::require(labkit::check_close(out, ref, opt), ctx);
+  } else {
+    // Too large for a full CPU reference: sampled positions against the CPU, and every element against
+    // cublasDgemm (itself checked at the sampled positions first).
+    const auto pos = sample_positions(s);
+    const auto vals = labkit::ata_ref_at(s.M, s.N, in.A, pos);
+    std::vector<std::pair<std::size_t, double>> samples(pos.size());
+    for (std::size_t p = 0; p < pos.size(); ++p) samples[p] = {at(s.N, pos[p].first, pos[p].second), vals[p]};
+    labkit::gate::require(labkit::check_close_at(out, samples, opt), ctx);
+    if (step != Step::gemm) {
+      labkit::GuardedBuffer<double> trusted(std::size_t(s.N) * s.N, "C (cublasDgemm)");
+      trusted.poison();
+      reference_dgemm(s.M, s.N, in.dA.data(), trusted.data());
+      const auto t = trusted.download();
+      labkit::gate::require(labkit::check_close_at(t, samples, opt), "the cublasDgemm cross-check itself, " + str(s));
+      labkit::gate::require(labkit::check_close(out, t, opt), ctx + " (compared with cublasDgemm)");
+    }
+  }
+  // cuBLAS's GEMM computes C(i, j) and C(j, i) independently and promises no bitwise symmetry; every other step
+  // must deliver it (by construction in steps 1b, 6, 7; by identical summation order in steps 2-5).
+  if (step != Step::gemm) labkit::gate::require(check_exact_symmetry(out, s.N, step), ctx);
+
+  const std::vector<double> again = in.run_step(step);
+  labkit::gate::require(labkit::check_same_runs(out, again, opt), ctx);
+}
+
+void check_step(Step step) {
+  for (const Shape& s : kShapes) check_shape(step, s);
+}
+
+// Speed: candidate vs baseline at one size, after checking the candidate's answer at that size.
+using Launcher = std::function<void(int, int, const double*, double*)>;
+void check_speed(const std::string& baseline_name, const Launcher& baseline, Step candidate, int M, int N) {
+  const Shape s{M, N};
+  labkit::GuardedBuffer<double> dA(std::size_t(M) * N, "A"), dC(std::size_t(N) * N, "C");
+  labkit::fill_random_device(dA.data(), dA.size(), labkit::gate::seed("A speed " + str(s)));
+  {
+    dC.poison();
+    run(candidate, M, N, dA.data(), dC.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    const auto out = dC.download();
+    auto g = dC.check_guards();
+    if (!g.ok) FAIL(name(candidate) << " at the timed size " << str(s) << ": " << g.message);
+    labkit::GuardedBuffer<double> trusted(std::size_t(N) * N, "C (cublasDgemm)");
+    reference_dgemm(M, N, dA.data(), trusted.data());
+    const auto t = trusted.download();
+    const std::string ctx = std::string(name(candidate)) + " at the timed size " + str(s);
+    labkit::gate::require(labkit::check_close(out, t, options_for(s)), ctx + " (compared with cublasDgemm)");
+    labkit::gate::require(check_exact_symmetry(out, N, candidate), ctx);
+  }
+  labkit::TimingOptions opt;
+  opt.warmup = 2;
+  opt.min_repeats = 5;
+  opt.budget_ms = 400;
+  const auto cmp = labkit::compare_speed([&](int) { baseline(M, N, dA.data(), dC.data()); },
+                                         [&](int) { run(candidate, M, N, dA.data(), dC.data()); }, opt);
+  // The work is the full product's 2*M*N^2 flops for every variant: symmetric variants are credited with the
+  // half they did not compute, so the GFLOP/s are "effective" and comparable.
+  const double gflop = 2.0 * M * double(N) * N / 1e9;
+  labkit::gate::require_speedup(cmp, baseline_name, name(candidate), gflop, "GFLOP");
+}
+
+Launcher step_launcher(Step s) {
+  return [s](int M, int N, const double* A, double* C) { run(s, M, N, A, C); };
+}
+
+}  // namespace
+
+TEST_CASE("cpu.reference", "[lab06][cpu]") {
+  // The CPU reference every gate trusts: a product small enough to check by hand, and a column pair whose dot
+  // product (1e16 + 1 - 1e16 = 1) plain double summation gets wrong (0) and the compensated one exactly.
+  CHECK(labkit::ata_ref(2, 2, {1, 2, 3, 4}) == std::vector<double>{10, 14, 14, 20});
+  CHECK(labkit::ata_ref(3, 2, {1e8, 1e8, 1, 1, -1e8, 1e8})[1] == 1.0);
+  CHECK(labkit::ata_ref(1, 1, {-3}) == std::vector<double>{9});
+}
+
+TEST_CASE("step1.correct", "[lab06][step1][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::gemm);
+}
+TEST_CASE("step1.syrk_correct", "[lab06][step1][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::syrk);
+}
+TEST_CASE("step2.correct", "[lab06][step2][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::naive);
+}
+TEST_CASE("step3.correct", "[lab06][step3][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::tiled);
+}
+TEST_CASE("step4.correct", "[lab06][step4][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::regblock);
+}
+TEST_CASE("step5.correct", "[lab06][step5][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::prefetch);
+}
+TEST_CASE("step6.correct", "[lab06][step6][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::symmetric);
+}
+TEST_CASE("step7.correct", "[lab06][step7][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::tensor_core);
+}
+
+TEST_CASE("step3.speed", "[lab06][step3][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(name(Step::naive), step_launcher(Step::naive), Step::tiled, 2048, 2048);
+}
+TEST_CASE("step6.speed", "[lab06][step6][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(name(Step::regblock), step_launcher(Step::regblock), Step::symmetric, 4096, 4096);
+}
+TEST_CASE("step7.speed", "[lab06][step7][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed("cublasDgemm", reference_dgemm, Step::tensor_core, 8192, 8192);
+}
+TEST_CASE("step7.speed_syrk", "[lab06][step7][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed("cublasDsyrk (one triangle, no mirror)", reference_dsyrk_triangle, Step::tensor_core, 8192, 8192);
+}
