@@ -5,7 +5,8 @@
 // blank lines may appear anywhere after the banner; CRLF line ends are accepted. Conventions applied:
 //   - indices are 1-based in the file, 0-based in the Csr;
 //   - duplicate coordinate entries are SUMMED (the finite-element assembly convention; a sum that cancels stays
-//     as an explicit zero);
+//     as an explicit zero, a sum that overflows is an error naming the line). The declared entry count may still
+//     not exceed rows*cols (n(n+1)/2 for symmetric), duplicates or not: a bound checked before reading;
 //   - symmetric files hold one triangle; each off-diagonal entry is stored at (i,j) and (j,i), the diagonal once.
 //     An entry above the diagonal is mirrored the same way (some writers store the upper triangle). A file that
 //     stores both (i,j) and (j,i) gets both summed into each position, like any other duplicate;

@@ -15,6 +15,9 @@
 
 namespace labkit {
 
+// Every function below that reads a Csr validates it first (O(nnz)) and throws std::invalid_argument for a bad
+// one, so a reference never reads out of bounds because a caller built a wrong matrix.
+//
 // Compressed sparse row. Row i holds the entries k in [row_ptr[i], row_ptr[i+1]): column col_idx[k] (0-based),
 // value values[k]. A valid Csr (see validate()) has its column indices strictly increasing within each row: sorted
 // and without duplicates, which is what cuSPARSE requires and what lets is_symmetric() binary-search a row.
@@ -54,18 +57,16 @@ std::vector<double> to_dense(const Csr& A);
 // all its own). Throws std::invalid_argument when x.size() != A.cols.
 std::vector<double> spmv_ref(const Csr& A, const std::vector<double>& x);
 
-// True when A is square and |a_ij - a_ji| <= rel_tol * max(|a_ij|, |a_ji|) for every stored entry; an entry
-// whose mirror is not stored is compared against 0 (so a stored explicit zero needs no partner). rel_tol = 0
-// asks for exact symmetry, which the generators and the reader of symmetric files produce.
+// True when A is square, structurally symmetric (a_ji is stored whenever a_ij is, explicit zeros included) and
+// |a_ij - a_ji| <= rel_tol * max(|a_ij|, |a_ji|) for every stored pair. Structure counts because symmetric storage
+// (write_matrix_market(..., true), a kernel reading one triangle) reproduces the pattern from one triangle: an
+// unpartnered explicit zero would come back mirrored. rel_tol = 0 asks for exact symmetry, which the generators
+// and the reader of symmetric files produce.
 bool is_symmetric(const Csr& A, double rel_tol = 0);
 
 // The main diagonal (a zero where no diagonal entry is stored); min(rows, cols) elements. For Jacobi
 // preconditioning and for the generators' tests.
 std::vector<double> diagonal(const Csr& A);
-
-// Dot product and 2-norm accumulated in long double (the references' building blocks, exposed for gates).
-double dot_ref(const std::vector<double>& a, const std::vector<double>& b);
-double norm2_ref(const std::vector<double>& a);
 
 // ---- SPD test matrices -------------------------------------------------------------------------------------
 // All three return exactly symmetric, valid CSR matrices with a positive diagonal; sizes whose nnz would not fit
@@ -110,8 +111,12 @@ struct CgResult {
 };
 
 // Unpreconditioned CG from x0 = 0 on A x = b. Stops when the updated residual drops to rel_tol * ||b|| AND the true
-// residual confirms it (when it does not, the residual is recomputed and CG restarts from x, at most a few times
-// before reporting stagnation), or on one of the statuses above; it never loops past max_iter iterations.
+// residual confirms it, or on one of the statuses above; it never runs more than max_iter iterations. The true
+// residual is checked when the updated one claims convergence or when x has not changed at double precision for 10
+// iterations; if it disagrees, CG restarts from x with the true residual (residual replacement), and reports
+// stagnation once a restart no longer improves it by 10% (or after 10 restarts). A singular A with b outside its
+// range is reported as not_spd only when some p^T A p reaches 0, which can take thousands of iterations while x
+// grows (finite): give such tests a modest max_iter.
 // Throws std::invalid_argument for a non-square A, b.size() != A.rows, rel_tol < 0 or NaN, max_iter < 0, or
 // non-finite values in A or b (caller errors, not solver outcomes).
 CgResult cg_ref(const Csr& A, const std::vector<double>& b, double rel_tol, int max_iter);
