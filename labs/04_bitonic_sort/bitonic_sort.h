@@ -1,4 +1,5 @@
-// Lab 04: bitonic sort of float keys (and key-value pairs), from one kernel per network step to shared memory.
+// Lab 04: bitonic sort of float keys (and key-value pairs), from one kernel per network step to shared memory and
+// several steps per pass in registers.
 //
 // Every function sorts IN PLACE an array of n floats in DEVICE memory. The order is the total order of
 // labkit/ref_sort.h, computed by labkit::float_order_key():
@@ -40,5 +41,10 @@ void sort_shared(float* keys, std::size_t n, Order order);
 // Step 4: key-value sort (step 3's structure): values[i] travels with keys[i]. With values = 0, 1, ..., n-1 the
 // values come out as the permutation that sorts the keys ("argsort").
 void sort_pairs(float* keys, std::uint32_t* values, std::size_t n, Order order);
+
+// Step 5: keys only, step 3's structure with several network steps per pass: a thread loads the 2^r slots that
+// interact across r consecutive steps into registers, does the r steps there and writes them back (one global
+// pass instead of r); in shared memory the same, plus every step with j < 32 inside one thread's row of 32 keys.
+void sort_fused(float* keys, std::size_t n, Order order);
 
 }  // namespace lab04

@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
       {"step4_pairs",
        [](float* k, std::uint32_t* v, std::size_t n) { lab04::sort_pairs(k, v, n, lab04::Order::ascending); }, false,
        big},
+      {"step5_fused", [](float* k, std::uint32_t*, std::size_t n) { lab04::sort_fused(k, n, lab04::Order::ascending); },
+       false, big},
   };
 
   std::ofstream csv(csv_path);

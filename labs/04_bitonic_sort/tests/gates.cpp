@@ -3,7 +3,8 @@
 // NaN/inf inputs. An output is accepted when it is, bit for bit, a permutation of the input AND in the order of
 // labkit::float_order_key (NaNs last, -0.0 before +0.0; descending is the mirror image); key-value outputs must
 // also keep each value with its key. Guard bands around every array, a second run compared bit for bit.
-// Speed: step 3 against step 1 and against thrust::sort at 2^24 keys, measured in one process.
+// Speed: step 3 against step 1 and against thrust::sort, step 5 against thrust::sort, at 2^24 keys, measured in one
+// process.
 #include <catch2/catch_test_macros.hpp>
 #include <algorithm>
 #include <cfloat>
@@ -29,9 +30,13 @@ namespace {
 using lab04::Order;
 using u32 = std::uint32_t;
 
-enum class Step { pow2 = 1, global, shared, pairs };
-const char* const kStepName[] = {"", "step 1 (one kernel per step, power-of-two n)", "step 2 (any n, global memory)",
-                                 "step 3 (shared-memory chunks)", "step 4 (key-value pairs)"};
+enum class Step { pow2 = 1, global, shared, pairs, fused };
+const char* const kStepName[] = {"",
+                                 "step 1 (one kernel per step, power-of-two n)",
+                                 "step 2 (any n, global memory)",
+                                 "step 3 (shared-memory chunks)",
+                                 "step 4 (key-value pairs)",
+                                 "step 5 (several steps per pass, in registers)"};
 
 const char* order_name(Order o) { return o == Order::ascending ? "ascending" : "descending"; }
 
@@ -40,6 +45,7 @@ void run_keys(Step s, float* keys, std::size_t n, Order o) {
     case Step::pow2: return lab04::sort_global_pow2(keys, n);  // ascending only
     case Step::global: return lab04::sort_global(keys, n, o);
     case Step::shared: return lab04::sort_shared(keys, n, o);
+    case Step::fused: return lab04::sort_fused(keys, n, o);
     case Step::pairs: break;
   }
   throw std::logic_error("run_keys: not a keys-only step");
@@ -316,7 +322,10 @@ void check_keys_step(Step s) {
     for_each_case(kAnySizes, true, [&](std::size_t n, Pattern p, Order o) { check_keys_case(s, n, p, o); });
     check_keys_case(s, kLargeOdd, Pattern::random, Order::ascending);
     check_keys_case(s, kLargeOdd, Pattern::specials, Order::descending);
-    if (s == Step::shared) check_keys_case(s, kLarge, Pattern::random, Order::descending);  // step 2: same kernel
+    if (s == Step::shared || s == Step::fused)  // step 2: the same kernel as step 3's global steps
+      check_keys_case(s, kLarge, Pattern::random, Order::descending);
+    if (s == Step::fused)  // several fused global passes per stage, with padding in the last chunks
+      check_keys_case(s, kLarge - 3, Pattern::specials, Order::ascending);
   }
 }
 
@@ -336,15 +345,16 @@ void check_rejects(Step s) {
 // same for both sides), so that nobody sorts sorted data.
 constexpr std::size_t kSpeedN = std::size_t(1) << 24;
 
-void check_speed(const char* baseline_name, const std::function<void(float*, std::size_t)>& baseline) {
+void check_speed(Step candidate, const char* baseline_name,
+                 const std::function<void(float*, std::size_t)>& baseline) {
   const std::size_t n = kSpeedN;
   const std::vector<float> in = labkit::random_floats(n, labkit::gate::seed("speed keys"), -1.f, 1.f);
   labkit::DeviceBuffer<float> src(in);
   labkit::GuardedBuffer<float> work(n, "keys");
-  const std::string ctx = std::string(kStepName[int(Step::shared)]) + " at the timed size n = 2^24, ascending";
+  const std::string ctx = std::string(kStepName[int(candidate)]) + " at the timed size n = 2^24, ascending";
   {  // a fast wrong sort earns nothing
     work.upload(in);
-    lab04::sort_shared(work.data(), n, Order::ascending);
+    run_keys(candidate, work.data(), n, Order::ascending);
     LABKIT_CUDA(cudaDeviceSynchronize());
     require_guards(work.check_guards(), ctx);
     labkit::gate::require(check_sort(work.download(), in, Order::ascending), ctx);
@@ -362,10 +372,10 @@ void check_speed(const char* baseline_name, const std::function<void(float*, std
   };
   auto timed_candidate = [&](int) {
     restore();
-    lab04::sort_shared(work.data(), n, Order::ascending);
+    run_keys(candidate, work.data(), n, Order::ascending);
   };
   const auto cmp = labkit::compare_speed(timed_baseline, timed_candidate, opt);
-  labkit::gate::require_speedup(cmp, baseline_name, kStepName[int(Step::shared)], double(n) / 1e9, "Gkeys");
+  labkit::gate::require_speedup(cmp, baseline_name, kStepName[int(candidate)], double(n) / 1e9, "Gkeys");
 }
 
 }  // namespace
@@ -429,12 +439,22 @@ TEST_CASE("step4.correct", "[lab04][step4][correctness]") {
   check_pairs_case(kLarge, Pattern::random, Order::descending);
   check_rejects(Step::pairs);
 }
+TEST_CASE("step5.correct", "[lab04][step5][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_keys_step(Step::fused);
+  check_rejects(Step::fused);
+}
 
 TEST_CASE("step3.speed", "[lab04][step3][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(kStepName[int(Step::pow2)], [](float* k, std::size_t n) { lab04::sort_global_pow2(k, n); });
+  check_speed(Step::shared, kStepName[int(Step::pow2)],
+              [](float* k, std::size_t n) { lab04::sort_global_pow2(k, n); });
 }
 TEST_CASE("step3.speed_thrust", "[lab04][step3][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed("thrust::sort", [](float* k, std::size_t n) { lab04::baseline::thrust_sort(k, n); });
+  check_speed(Step::shared, "thrust::sort", [](float* k, std::size_t n) { lab04::baseline::thrust_sort(k, n); });
+}
+TEST_CASE("step5.speed", "[lab04][step5][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::fused, "thrust::sort", [](float* k, std::size_t n) { lab04::baseline::thrust_sort(k, n); });
 }
