@@ -1,0 +1,45 @@
+// `labgrade batch SUBMISSIONS --out DIR`: grading a class.
+//
+// Each subfolder of SUBMISSIONS is one student. Only the files named by each recipe's student_sources are taken
+// from it (tests, rubrics and everything else come from the grader's own tree), compiled and linked against the
+// prebuilt gate objects, and run in the sandbox. Compiling runs on a pool of CPU jobs, running on one worker per
+// GPU; a student's result is written atomically to OUT/<student>/result.json when it is complete, so a batch
+// that is stopped and started again skips the students that are done and redoes the rest.
+//
+//   OUT/<student>/result.json    everything labgrade knows (the resume marker: written last)
+//   OUT/<student>/results.json   Gradescope's format
+//   OUT/<student>/logs/          compiler and console output (written by the grader, unreachable by the sandbox)
+//   OUT/gradebook.csv, junit.xml, report.md   the class
+//   OUT/.work/<student>/         scratch while a student is being graded (removed afterwards)
+#pragma once
+#include <string>
+#include <vector>
+
+#include "recipe.h"
+
+namespace labgrade {
+
+struct BatchOptions {
+  fs::path submissions, out;
+  std::vector<std::string> labs;
+  BuildOptions build;
+  int workers = 0;   // run workers (default: one per GPU, 1 without GPUs)
+  std::string gpus;  // "0,1" (default: every GPU the CUDA runtime sees)
+  std::string sandbox = "auto";
+  int jobs = 0;  // parallel compile jobs (default: the CPU cores)
+  bool sanitize = false, sanitize_strict = false;
+  double gate_timeout = 0;       // overrides the rubrics' gate_time_limit_s when > 0
+  double compile_timeout = 300;  // per source file, and for the link
+  double memory_gib = 16;        // host memory of one gate binary (RLIMIT_DATA, and memory.max with cgroups)
+  int max_processes = 0;         // processes + threads of one submission (0: 256, or 2 per core + 64 if more)
+  bool keep_scratch = false;
+  bool no_hidden = false;
+};
+
+int batch_main(const BatchOptions& opts);
+
+// Copies the submission's files for one lab (only the recipe's student_sources, regular files, no symbolic link
+// anywhere on the way, at most 4 MiB each) to dest/<source>. Returns "" or what is wrong with the submission.
+std::string copy_student_sources(const fs::path& submission, const Recipe& recipe, const fs::path& dest);
+
+}  // namespace labgrade

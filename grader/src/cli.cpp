@@ -1,0 +1,196 @@
+// labgrade: the command line. Each sub-command lives in its own file; this one only parses arguments.
+//
+//   labgrade [LAB...] [--solutions] [--build-dir DIR] [--json F] [--junit F] [--csv F] [--markdown F] ...
+//   labgrade batch SUBMISSIONS --out DIR [--workers N] [--gpus LIST] [--sandbox auto|bwrap|none] ...
+//   labgrade release OUT_DIR
+//   labgrade doctor
+//   labgrade fixtures materialise|check ...   (the grader's own test fixtures)
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstring>
+#include <iostream>
+
+#include "batch.h"
+#include "devices.h"
+#include "doctor.h"
+#include "fixtures.h"
+#include "grade.h"
+#include "release.h"
+#include "sandbox.h"
+
+using namespace labgrade;
+
+namespace {
+
+std::vector<fs::path> solution_roots(const fs::path& root) { return {root, root / "grader" / "tests" / "fakelab"}; }
+
+fs::path g_repo;  // --repo
+
+fs::path repo_root_or_throw() {
+  if (!g_repo.empty()) return fs::absolute(g_repo);
+  auto root = find_repo_root(fs::current_path());
+  if (!root) root = find_repo_root(self_exe().parent_path());
+  if (!root) throw UserError("not inside the lab workbook");
+  return *root;
+}
+
+int fixtures_materialise(const fs::path& dest, fs::path dir, int copies, const std::vector<std::string>& only) {
+  fs::path root = repo_root_or_throw();
+  if (dir.empty()) dir = root / "grader" / "fixtures";
+  auto fixtures = load_fixtures(dir);
+  int n = 0;
+  for (const auto& f : fixtures) {
+    if (!only.empty() && std::find(only.begin(), only.end(), f.name) == only.end()) continue;
+    materialise(f, dest / f.name, solution_roots(root));
+    ++n;
+  }
+  for (int i = 1; i <= copies; ++i)
+    materialise_solutions(dest / ("solution_" + std::to_string(i)), solution_roots(root));
+  std::cout << "materialised " << n << " fixture(s) and " << copies << " solution cop" << (copies == 1 ? "y" : "ies")
+            << " in " << dest.string() << "\n";
+  return 0;
+}
+
+int fixtures_check(const fs::path& out, fs::path dir, const std::string& gpu, const std::vector<std::string>& only) {
+  fs::path root = repo_root_or_throw();
+  if (dir.empty()) dir = root / "grader" / "fixtures";
+  std::vector<Fixture> fixtures;
+  for (auto& f : load_fixtures(dir))
+    if ((only.empty() || std::find(only.begin(), only.end(), f.name) != only.end()) && fs::exists(out / f.name))
+      fixtures.push_back(std::move(f));
+  std::vector<std::string> solutions;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out, ec))
+    if (e.is_directory() && starts_with(e.path().filename().string(), "solution_"))
+      solutions.push_back(e.path().filename().string());
+  std::sort(solutions.begin(), solutions.end());
+  bool have_gpu = gpu == "yes" || (gpu == "auto" && query_cuda().ok);
+  std::cout << "expectations for a machine " << (have_gpu ? "with" : "without") << " a GPU\n\n";
+  return print_checks(std::cout, check_fixtures(out, fixtures, have_gpu, solutions)) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Internal entry points, kept out of CLI11: they run inside the sandbox or as a throwaway child.
+  if (argc > 1 && std::strcmp(argv[1], "__sandbox-exec") == 0) return sandbox_exec_main(argc, argv);
+  if (argc > 1 && std::strcmp(argv[1], "__probe-cuda") == 0) return probe_cuda_main();
+
+  CLI::App app{"labgrade: builds, runs and scores the gates of the CUDA lab workbook"};
+  app.fallthrough();  // the shared options may follow a sub-command
+
+  GradeOptions grade;
+  BuildOptions& build = grade.build;
+  std::vector<std::string> grading_dirs;
+  std::string build_dir;
+  std::string repo;
+  app.add_option("labs", grade.labs, "labs to grade: 01, 1, 01_matmul or matmul (default: all)");
+  app.add_option("--repo", repo, "the workbook checkout (default: the one around the current folder)");
+  app.add_flag("--solutions", grade.solutions, "grade the reference solutions instead of the student tree");
+  app.add_option("--build-dir", build_dir, "use this build folder (default: build/gpu with a GPU, else build/ci)");
+  app.add_option("--preset", build.preset, "CMake configure preset (default: gpu with a GPU, else ci)");
+  app.add_option("--grading-dir", grading_dirs, "folders with the grading recipes (default: <build>/grading)");
+  app.add_flag("--no-build", build.no_build, "use the build as it is: no configure, no build");
+  app.add_option("-j,--jobs", build.jobs, "parallel build (and batch compile) jobs");
+  app.add_option("--json", grade.outputs.json, "write Gradescope results.json here");
+  app.add_option("--junit", grade.outputs.junit, "write JUnit XML here");
+  app.add_option("--csv", grade.outputs.csv, "write the CSV gradebook here");
+  app.add_option("--markdown", grade.outputs.markdown, "write a Markdown report here");
+  app.add_flag("--sanitize", grade.sanitize,
+               "also run compute-sanitizer memcheck (and racecheck on correctness gates)");
+  app.add_flag("--sanitize-strict", grade.sanitize_strict, "sanitizer findings fail the gate (implies --sanitize)");
+  app.add_option("--gate-timeout", grade.gate_timeout, "seconds per gate, overriding the rubrics' gate_time_limit_s");
+  app.add_flag("--no-hidden", grade.no_hidden, "leave hidden gates out (what a student release grades)");
+
+  BatchOptions batch;
+  std::string submissions, out;
+  auto* batch_cmd = app.add_subcommand("batch", "grade every submission (one subfolder per student), isolated");
+  batch_cmd->add_option("submissions", submissions, "folder with one subfolder per student")->required();
+  batch_cmd->add_option("--out", out, "output folder (results, gradebook, reports)")->required();
+  batch_cmd->add_option("--workers", batch.workers, "run workers (default: one per GPU)");
+  batch_cmd->add_option("--gpus", batch.gpus, "GPUs to use, e.g. 0,1 (default: all)");
+  batch_cmd->add_option("--sandbox", batch.sandbox, "auto | bwrap | none (default auto)")
+      ->check(CLI::IsMember({"auto", "bwrap", "none"}));
+  batch_cmd->add_option("--lab", batch.labs, "grade only these labs (repeatable)");
+  batch_cmd->add_option("--memory-gib", batch.memory_gib,
+                        "host memory of one gate binary, GiB (default 16; 0: no limit)");
+  batch_cmd->add_option("--max-processes", batch.max_processes,
+                        "processes+threads of one submission (default 256, more on many-core machines)");
+  batch_cmd->add_option("--compile-timeout", batch.compile_timeout, "seconds per compile or link (default 300)");
+  batch_cmd->add_flag("--keep-scratch", batch.keep_scratch, "keep OUT/.work/<student> for debugging");
+
+  ReleaseOptions release;
+  std::string release_out;
+  auto* release_cmd = app.add_subcommand("release", "write the student release (no solutions, no hidden gates)");
+  release_cmd->add_option("out_dir", release_out, "where to write it (outside the repository)")->required();
+  release_cmd->add_flag("--force", release.force, "replace a non-empty OUT_DIR");
+
+  DoctorOptions doctor;
+  auto* doctor_cmd = app.add_subcommand("doctor", "check the toolkit, driver, GPU, CMake and libraries");
+
+  auto* fixtures_cmd = app.add_subcommand("fixtures", "the grader's fault fixtures (for its own tests)");
+  fixtures_cmd->require_subcommand(1);
+  std::string fx_dest, fx_dir, fx_out, fx_gpu = "auto";
+  int fx_copies = 0;
+  std::vector<std::string> fx_only;
+  auto* mat = fixtures_cmd->add_subcommand("materialise", "write the fixture submissions into a folder");
+  mat->add_option("dest", fx_dest, "submissions folder to create")->required();
+  mat->add_option("--fixtures", fx_dir, "fixture folder (default grader/fixtures)");
+  mat->add_option("--solution-copies", fx_copies, "also add N submissions made of the reference solutions");
+  mat->add_option("--only", fx_only, "only these fixtures");
+  auto* chk = fixtures_cmd->add_subcommand("check", "compare a batch's results with the fixtures' expectations");
+  chk->add_option("out", fx_out, "the batch's --out folder")->required();
+  chk->add_option("--fixtures", fx_dir, "fixture folder (default grader/fixtures)");
+  chk->add_option("--gpu", fx_gpu, "yes | no | auto: which expectations apply")
+      ->check(CLI::IsMember({"yes", "no", "auto"}));
+  chk->add_option("--only", fx_only, "only these fixtures");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (!repo.empty()) {
+      g_repo = fs::absolute(repo);
+      build.root = g_repo;
+      release.root = g_repo;
+    }
+    if (!build_dir.empty()) build.build_dir = build_dir;
+    for (const auto& d : grading_dirs) build.grading_dirs.push_back(fs::absolute(d));
+    if (grade.sanitize_strict) grade.sanitize = true;
+    if (*batch_cmd) {
+      batch.submissions = submissions;
+      batch.out = out;
+      batch.build = build;
+      batch.jobs = build.jobs;
+      batch.sanitize = grade.sanitize;
+      batch.sanitize_strict = grade.sanitize_strict;
+      batch.gate_timeout = grade.gate_timeout;
+      batch.no_hidden = grade.no_hidden;
+      if (batch.labs.empty()) batch.labs = grade.labs;
+      return batch_main(batch);
+    }
+    if (*release_cmd) {
+      release.out = release_out;
+      return release_main(release);
+    }
+    if (*doctor_cmd) {
+      doctor.build_dir = build.build_dir;
+      doctor.root = g_repo;
+      return doctor_main(doctor);
+    }
+    if (*mat) return fixtures_materialise(fx_dest, fx_dir, fx_copies, fx_only);
+    if (*chk) return fixtures_check(fx_out, fx_dir, fx_gpu, fx_only);
+    grade.color = isatty(1) && !std::getenv("NO_COLOR");
+    return grade_main(grade);
+  } catch (const UserError& e) {
+    std::cerr << "labgrade: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "labgrade: internal error: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,75 @@
+#include "devices.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "util.h"
+
+namespace labgrade {
+
+std::string cuda_version_text(int v) {
+  if (v <= 0) return "unknown";
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+int probe_cuda_main() {
+  nlohmann::json j;
+  int driver = 0, runtime = 0, count = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  j["driver_version"] = driver;
+  j["runtime_version"] = runtime;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    std::string why = std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
+    // With no driver at all the runtime says "insufficient driver": say what it means.
+    if (e == cudaErrorInsufficientDriver && driver == 0) why = "no NVIDIA driver is loaded (" + why + ")";
+    j["error"] = "no CUDA device: " + why;
+    count = 0;
+  } else if (count == 0) {
+    j["error"] = "no CUDA device: the driver reports 0 devices";
+  }
+  j["gpus"] = nlohmann::json::array();
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    j["gpus"].push_back({{"index", i},
+                         {"name", p.name},
+                         {"major", p.major},
+                         {"minor", p.minor},
+                         {"sm_count", p.multiProcessorCount},
+                         {"memory_gib", static_cast<double>(p.totalGlobalMem) / (1u << 30)}});
+  }
+  std::cout << j.dump() << std::endl;
+  return 0;
+}
+
+CudaInfo query_cuda() {
+  CudaInfo info;
+  auto r = run_command({self_exe().string(), "__probe-cuda"}, 60);
+  if (r.timed_out) {
+    info.error = "the CUDA query did not answer within 60 s (a wedged driver? try nvidia-smi)";
+    return info;
+  }
+  auto start = r.output.find('{');
+  auto j =
+      start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(r.output.substr(start), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    info.error = "the CUDA runtime could not be queried: " + trim(r.output);
+    return info;
+  }
+  info.driver_version = j.value("driver_version", 0);
+  info.runtime_version = j.value("runtime_version", 0);
+  info.error = j.value("error", "");
+  for (const auto& g : j.value("gpus", nlohmann::json::array()))
+    info.gpus.push_back({g.value("index", 0), g.value("name", ""), g.value("major", 0), g.value("minor", 0),
+                         g.value("sm_count", 0), g.value("memory_gib", 0.0)});
+  info.ok = !info.gpus.empty();
+  if (!info.ok && info.error.empty()) info.error = "no CUDA device";
+  return info;
+}
+
+}  // namespace labgrade

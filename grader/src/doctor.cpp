@@ -1,0 +1,223 @@
+#include "doctor.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <regex>
+
+#include "devices.h"
+#include "recipe.h"
+#include "sandbox.h"
+
+namespace labgrade {
+
+namespace {
+
+struct Report {
+  int fatal = 0, warnings = 0;
+  void ok(const std::string& what) { std::cout << "  ok    " << what << "\n"; }
+  void info(const std::string& what) { std::cout << "  info  " << what << "\n"; }
+  void warn(const std::string& what, const std::string& todo) {
+    ++warnings;
+    std::cout << "  warn  " << what << "\n        -> " << todo << "\n";
+  }
+  void fail(const std::string& what, const std::string& todo) {
+    ++fatal;
+    std::cout << "  FAIL  " << what << "\n        -> " << todo << "\n";
+  }
+};
+
+std::string first_match(const std::string& text, const std::regex& re) {
+  std::smatch m;
+  return std::regex_search(text, m, re) ? m[1].str() : "";
+}
+
+// (major, minor) from "3.25.1"
+std::pair<int, int> version_pair(const std::string& v) {
+  auto parts = split(v, '.');
+  int major = parts.size() > 0 ? std::atoi(parts[0].c_str()) : 0;
+  int minor = parts.size() > 1 ? std::atoi(parts[1].c_str()) : 0;
+  return {major, minor};
+}
+
+// Does a build for these CMAKE_CUDA_ARCHITECTURES run on compute capability major.minor? Real code (sm_XY) runs
+// only on exactly that capability; PTX (compute_XY, kept by plain "90" and "90-virtual") is compiled by the
+// driver for any capability >= XY, except the architecture-specific "a" variants.
+std::string arch_verdict(const std::string& archs, int major, int minor) {
+  int cc = major * 10 + minor;
+  if (archs.empty()) return "unknown (no CMAKE_CUDA_ARCHITECTURES)";
+  for (const auto& raw : split(archs, ';')) {
+    std::string a = trim(raw);
+    if (a == "native" || a == "all" || a == "all-major") return "covered (" + a + ")";
+    std::smatch m;
+    static const std::regex re(R"(^(\d+)(a?)(-real|-virtual)?$)");
+    if (!std::regex_match(a, m, re)) continue;
+    int v = std::stoi(m[1].str());
+    bool specific = !m[2].str().empty();
+    bool real = m[3].str() != "-virtual", ptx = m[3].str() != "-real";
+    if (real && v == cc) return "covered (sm_" + a + ")";
+    if (ptx && !specific && v <= cc) return "covered by PTX " + a + " (JIT-compiled at first run)";
+  }
+  return "NOT covered";
+}
+
+bool header_present(const std::string& header) {
+  std::vector<fs::path> roots = {"/usr/include", "/usr/local/include"};
+  if (const char* prefix = std::getenv("CMAKE_PREFIX_PATH"))
+    for (const auto& p : split(prefix, ':'))
+      if (!p.empty()) roots.push_back(fs::path(p) / "include");
+  for (const auto& r : roots)
+    if (fs::exists(r / header)) return true;
+  return false;
+}
+
+}  // namespace
+
+int doctor_main(const DoctorOptions& opts) {
+  Report rep;
+  std::optional<fs::path> root;
+  if (!opts.root.empty()) root = opts.root;
+  if (!root) root = find_repo_root(fs::current_path());
+  if (!root) root = find_repo_root(self_exe().parent_path());
+  std::cout << "labgrade doctor" << (root ? " (repository " + root->string() + ")" : "") << "\n\ntoolchain\n";
+
+  // nvcc: PATH, $CUDACXX, the usual toolkit folder, or what a configured build uses.
+  std::vector<fs::path> builds;
+  if (!opts.build_dir.empty())
+    builds.push_back(fs::absolute(opts.build_dir));
+  else if (root)
+    for (const char* p : {"gpu", "ci"})
+      if (fs::exists(*root / "build" / p / "CMakeCache.txt")) builds.push_back(*root / "build" / p);
+  std::optional<fs::path> nvcc;
+  if (const char* cxx = std::getenv("CUDACXX")) nvcc = fs::path(cxx);
+  if (!nvcc) nvcc = find_program("nvcc", {"/usr/local/cuda/bin"});
+  for (const auto& b : builds)
+    if (!nvcc) {
+      std::string c = cmake_cache_value(b, "CMAKE_CUDA_COMPILER");
+      if (!c.empty() && fs::exists(c)) nvcc = fs::path(c);
+    }
+  if (nvcc && fs::exists(*nvcc)) {
+    auto r = run_command({nvcc->string(), "--version"}, 30);
+    std::string v = first_match(r.output, std::regex(R"(release [0-9.]+, V([0-9.]+))"));
+    rep.ok("nvcc " + (v.empty() ? std::string("(version unknown)") : v) + " (" + nvcc->string() + ")");
+    if (!find_program("nvcc"))
+      rep.info("nvcc is not on PATH: add " + nvcc->parent_path().string() +
+               " to PATH for compute-sanitizer and ncu too");
+  } else {
+    rep.fail("nvcc not found (PATH, $CUDACXX, /usr/local/cuda/bin)",
+             "install the CUDA toolkit (13.x) and put its bin/ folder on PATH");
+  }
+
+  if (auto cmake = find_program("cmake")) {
+    auto r = run_command({cmake->string(), "--version"}, 30);
+    std::string v = first_match(r.output, std::regex(R"(cmake version ([0-9.]+))"));
+    auto [major, minor] = version_pair(v);
+    if (major > 3 || (major == 3 && minor >= 24))
+      rep.ok("cmake " + v);
+    else
+      rep.fail("cmake " + v + " is too old (the project and its presets need 3.24)",
+               "install a newer CMake (pip install cmake, or Kitware's APT repository)");
+  } else {
+    rep.fail("cmake not found", "install CMake >= 3.24");
+  }
+
+  std::cout << "\nGPU\n";
+  CudaInfo cuda = query_cuda();
+  if (cuda.driver_version > 0)
+    rep.ok("CUDA driver supports CUDA " + cuda_version_text(cuda.driver_version) + ", runtime " +
+           cuda_version_text(cuda.runtime_version));
+  if (!cuda.ok) {
+    rep.warn(cuda.error,
+             "no GPU: GPU gates will be skipped (CPU gates still run; grade on a machine with an NVIDIA GPU)");
+  } else {
+    if (cuda.driver_version < cuda.runtime_version)
+      rep.warn("the driver (CUDA " + cuda_version_text(cuda.driver_version) + ") is older than the runtime (" +
+                   cuda_version_text(cuda.runtime_version) + ")",
+               "update the NVIDIA driver");
+    for (const auto& g : cuda.gpus) {
+      char mem[32];
+      std::snprintf(mem, sizeof mem, "%.0f GiB", g.memory_gib);
+      rep.ok("GPU " + std::to_string(g.index) + ": " + g.name + " (compute capability " + std::to_string(g.major) +
+             "." + std::to_string(g.minor) + ", " + std::to_string(g.sm_count) + " SMs, " + mem + ")");
+    }
+  }
+  for (const auto& b : builds) {
+    std::string archs = cmake_cache_value(b, "CMAKE_CUDA_ARCHITECTURES");
+    if (cuda.gpus.empty()) {
+      rep.info(b.filename().string() + " build: CUDA architectures " + (archs.empty() ? "?" : archs));
+      continue;
+    }
+    for (const auto& g : cuda.gpus) {
+      std::string verdict = arch_verdict(archs, g.major, g.minor);
+      std::string line = b.filename().string() + " build (" + archs + ") on sm_" + std::to_string(g.major) +
+                         std::to_string(g.minor) + ": " + verdict;
+      if (starts_with(verdict, "NOT"))
+        rep.warn(line, "reconfigure with -DCMAKE_CUDA_ARCHITECTURES=native (the gpu preset does), or add " +
+                           std::to_string(g.major) + std::to_string(g.minor));
+      else
+        rep.ok(line);
+    }
+  }
+  if (builds.empty()) rep.info("no configured build yet (labgrade configures build/gpu or build/ci when grading)");
+
+  std::cout << "\nlibraries\n";
+  struct Lib {
+    const char* name;
+    const char* cache_var;
+    const char* header;
+    const char* package;
+  };
+  for (const Lib& lib :
+       {Lib{"Catch2 v3", "Catch2_DIR", "catch2/catch_test_macros.hpp", "libcatch2-dev (Debian 12: bookworm-backports)"},
+        Lib{"CLI11", "CLI11_DIR", "CLI/CLI.hpp", "libcli11-dev"},
+        Lib{"toml++", "LABS_TOMLPP_INCLUDE_DIR", "toml++/toml.h", "libtomlplusplus-dev"},
+        Lib{"nlohmann-json", "nlohmann_json_DIR", "nlohmann/json.hpp", "nlohmann-json3-dev"},
+        Lib{"fmt", "fmt_DIR", "fmt/format.h", "libfmt-dev"}}) {
+    std::string where;
+    for (const auto& b : builds) {
+      std::string v = cmake_cache_value(b, lib.cache_var);
+      if (!v.empty() && !contains(v, "NOTFOUND")) where = v;
+    }
+    if (!where.empty() && contains(where, "_deps"))
+      rep.ok(std::string(lib.name) + ": downloaded by CMake (" + where + ")");
+    else if (!where.empty() || header_present(lib.header))
+      rep.ok(std::string(lib.name) + (where.empty() ? ": headers installed" : ": " + where));
+    else
+      rep.warn(std::string(lib.name) + " not installed",
+               std::string("CMake will download it at configure time (needs network); or install ") + lib.package);
+  }
+
+  std::cout << "\nbatch grading and --sanitize\n";
+  if (!find_program("bwrap"))
+    rep.warn("bubblewrap (bwrap) not installed",
+             "install bubblewrap for isolated batch grading (labgrade batch "
+             "falls back to rlimits and a dedicated uid)");
+  else if (!bwrap_works())
+    rep.warn("bubblewrap is installed but cannot create namespaces here",
+             "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run the batch as root");
+  else
+    rep.ok("bubblewrap works: batch submissions run in a read-only, network-less sandbox");
+  if (geteuid() == 0)
+    rep.ok("running as root: each concurrent submission runs as its own uid (61000+), process limits enforced");
+  else
+    rep.info("not root: submissions run as your uid (RLIMIT_NPROC cannot contain a fork bomb without cgroups)");
+  std::string why;
+  if (auto cg = find_cgroup_parent(&why))
+    rep.ok("cgroup v2 memory and pids limits available (" + cg->string() + ")");
+  else
+    rep.info("no cgroup v2 limits: " + why + " (host memory is limited with RLIMIT_DATA instead)");
+  if (auto cs = find_program("compute-sanitizer", {"/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer"}))
+    rep.ok("compute-sanitizer: " + cs->string());
+  else
+    rep.warn("compute-sanitizer not found (on PATH or in /usr/local/cuda/bin)",
+             "install the toolkit's sanitizer (Debian/Ubuntu: cuda-sanitizer-13-0) and put it on PATH; only "
+             "--sanitize needs it");
+
+  std::cout << "\n"
+            << (rep.fatal ? std::to_string(rep.fatal) + " problem(s) stop grading; " : std::string("ready to grade; "))
+            << rep.warnings << " warning(s)\n";
+  return rep.fatal ? 1 : 0;
+}
+
+}  // namespace labgrade

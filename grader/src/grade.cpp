@@ -1,0 +1,123 @@
+#include "grade.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "devices.h"
+#include "writers.h"
+
+namespace labgrade {
+
+bool lab_has_hidden_tests(const Recipe& r) {
+  std::error_code ec;
+  return fs::is_directory(r.lab_dir / "tests" / "hidden", ec);
+}
+
+void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double gate_timeout_override) {
+  spec.gate_time_limit_s = gate_timeout_override > 0 ? gate_timeout_override : rubric.gate_time_limit_s;
+  spec.time_limit_s = std::max(rubric.time_limit_s, spec.gate_time_limit_s);
+}
+
+void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict) {
+  run_gates(lab, spec);
+  if (sanitize) {
+    run_sanitizer(lab, spec, "memcheck", strict);
+    run_sanitizer(lab, spec, "racecheck", strict);
+  }
+  apply_rubric(lab);
+}
+
+void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title) {
+  if (!files.json.empty()) {
+    // Gradescope grades one submission: for several (a batch) write one results.json per student instead.
+    nlohmann::json j = results.size() == 1 ? gradescope_json(results[0]) : nlohmann::json::array();
+    if (results.size() != 1)
+      for (const auto& r : results) j.push_back(gradescope_json(r));
+    write_file_atomic(files.json, j.dump(2) + "\n");
+  }
+  if (!files.junit.empty()) write_file_atomic(files.junit, junit_xml(results));
+  if (!files.csv.empty()) write_file_atomic(files.csv, gradebook_csv(results));
+  if (!files.markdown.empty()) write_file_atomic(files.markdown, markdown_report(results, title));
+}
+
+int grade_main(const GradeOptions& opts) {
+  BuildOptions bo = opts.build;
+  if (bo.root.empty()) {
+    auto root = find_repo_root(fs::current_path());
+    if (!root) root = find_repo_root(self_exe().parent_path());
+    if (!root)
+      throw UserError("not inside the lab workbook (no folder with labs/ and common/ above " +
+                      fs::current_path().string() + ")");
+    bo.root = *root;
+  }
+  CudaInfo cuda = query_cuda();  // picks the preset (gpu or ci) and tells a GPU-less user what to expect
+  bo.have_gpu = cuda.ok;
+  if (!cuda.ok) std::cerr << "labgrade: " << cuda.error << ": GPU gates will be skipped\n";
+  Build build = prepare_build(bo);
+  auto recipes = select_labs(load_recipes(build.grading_dirs), opts.labs);
+  if (recipes.empty())
+    throw UserError("no grading recipes in " + build.grading_dirs.front().string() +
+                    " (no lab is configured yet: labs/NN_topic/CMakeLists.txt calling labkit_add_lab)");
+
+  const std::string tree = opts.solutions ? "solution" : "student";
+  SubmissionResult result;
+  result.student = "";
+  for (const auto& recipe : recipes) {
+    labkit::Rubric rubric;
+    try {
+      rubric = labkit::load_rubric(recipe.rubric.string());
+    } catch (const labkit::RubricError& e) {
+      throw UserError(std::string("lab ") + recipe.lab + ": " + e.what());
+    }
+    LabResult lab = make_lab_result(rubric, recipe.name, lab_has_hidden_tests(recipe) && !opts.no_hidden);
+    const std::string target = opts.solutions ? recipe.solution_target : recipe.student_target;
+    const fs::path exe = opts.solutions ? recipe.solution_gates : recipe.student_gates;
+    if (target.empty() || exe.empty()) {
+      set_all(lab, Status::build_failed,
+              "this lab has no " + tree + " tree to grade (a student release has no solutions/)");
+      apply_rubric(lab);
+      result.labs.push_back(std::move(lab));
+      continue;
+    }
+    if (!bo.no_build) {
+      std::cerr << "labgrade: building " << target << "\n";
+      BuildOutcome b = build_target(build, target);
+      lab.compile_seconds = b.seconds;
+      if (!b.ok) {
+        set_all(lab, Status::build_failed, "the " + tree + " tree does not build:\n" + b.diagnostics);
+        apply_rubric(lab);
+        result.compile_seconds += lab.compile_seconds;
+        result.labs.push_back(std::move(lab));
+        continue;
+      }
+    }
+    if (!fs::exists(exe)) {
+      set_all(lab, Status::build_failed,
+              "the gate binary " + exe.string() + " does not exist (build target " + target + ")");
+      apply_rubric(lab);
+      result.labs.push_back(std::move(lab));
+      continue;
+    }
+    GateRunSpec spec;
+    spec.exe = exe;
+    spec.rubric = recipe.rubric;
+    spec.log_dir = build.dir / "grading" / "logs" / tree / ("lab" + recipe.lab);
+    fs::create_directories(spec.log_dir);
+    apply_time_limits(spec, rubric, opts.gate_timeout);
+    spec.process.inherit_env = true;  // the student's own machine and environment
+    spec.process.limits.file_size = 1ull << 30;
+    spec.process.cwd = spec.log_dir;
+    std::cerr << "labgrade: running lab " << recipe.lab << " (" << lab.gates.size() << " gates, " << tree << " tree)\n";
+    run_and_score(lab, spec, opts.sanitize, opts.sanitize_strict);
+    result.compile_seconds += lab.compile_seconds;
+    result.run_seconds += lab.run_seconds;
+    result.labs.push_back(std::move(lab));
+  }
+  std::cout << "\n";
+  print_table(std::cout, result, opts.color);
+  write_outputs({result}, opts.outputs, "Grading report (" + tree + " tree)");
+  return result.all_passed() ? 0 : 1;
+}
+
+}  // namespace labgrade

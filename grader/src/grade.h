@@ -1,0 +1,43 @@
+// `labgrade [LAB...]`: grading this checkout's own tree (student/ or, with --solutions, solutions/), and the
+// pieces batch grading shares with it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "recipe.h"
+#include "runner.h"
+#include "scoring.h"
+
+namespace labgrade {
+
+struct OutputFiles {
+  std::string json, junit, csv, markdown;
+};
+
+struct GradeOptions {
+  std::vector<std::string> labs;
+  bool solutions = false;
+  BuildOptions build;
+  OutputFiles outputs;
+  bool sanitize = false, sanitize_strict = false;
+  double gate_timeout = 0;  // overrides every rubric's gate_time_limit_s when > 0
+  bool no_hidden = false;   // grade as a student would see it (no hidden gates)
+  bool color = false;
+};
+
+// Exit status: 0 every gate passed, 1 some did not, 2 the grader could not do its job.
+int grade_main(const GradeOptions& opts);
+
+// Hidden gates are graded when the lab's tree has its hidden tests (the instructor's tree): then the gate binary
+// was built with them. The student release has neither the tests nor the rubric entries.
+bool lab_has_hidden_tests(const Recipe& r);
+
+// The rubric's time limits, with the --gate-timeout override.
+void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double gate_timeout_override);
+
+// Runs the gates (and the sanitizer passes) of one lab and applies its rubric.
+void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict);
+
+void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title);
+
+}  // namespace labgrade

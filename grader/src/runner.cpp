@@ -1,0 +1,406 @@
+#include "runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+namespace labgrade {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+enum class Kill { none, gate_timeout, stall_timeout, lab_timeout };
+
+struct Attempt {
+  ChannelParser parser;
+  ExitInfo exit;
+  Kill killed = Kill::none;
+  double seconds = 0;
+  double open_gate_seconds = 0;  // how long the gate that never ended had been running
+  fs::path log;
+};
+
+std::string output_tail(const fs::path& log) {
+  std::string tail = trim(sanitize_utf8(read_file_limited(log, 4096, true)));
+  if (tail.empty()) return "";
+  auto lines = split_lines(tail);
+  if (lines.size() > 12) lines.erase(lines.begin(), lines.end() - 12);
+  return "\n--- last lines of its console output ---\n" + join(lines, "\n");
+}
+
+std::string limit_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gates, int number,
+                    Clock::time_point lab_deadline) {
+  Attempt a;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  // Under a dedicated uid the gate reopens /dev/fd/3, which checks the pipe's owner: give it the write end.
+  int uid = slot_uid(spec.process.sandbox, spec.process.slot);
+  if (uid >= 0) (void)!fchown(fds[1], uid, uid);
+
+  ProcessSpec ps = spec.process;
+  ps.argv = spec.prefix;
+  ps.argv.insert(ps.argv.end(),
+                 {spec.exe.string(), "--labkit-results", "/dev/fd/3", "--labkit-rubric", spec.rubric.string()});
+  // One argument, names joined with commas (Catch2 ORs them; separate arguments would be ANDed).
+  std::vector<std::string> names;
+  for (const auto& g : gates) names.push_back(catch2_test_arg(g));
+  ps.argv.push_back(join(names, ","));
+  a.log = spec.log_dir / (spec.log_tag + std::to_string(number) + ".log");
+  ps.output = a.log;
+  ps.channel_fd = fds[1];
+  if (ps.cwd.empty()) ps.cwd = spec.log_dir;
+
+  auto start = Clock::now();
+  auto last_activity = start, open_since = start;
+  std::string current_open;
+  std::size_t seen_events = 0;
+  char buf[65536];
+  auto drain = [&] {
+    for (;;) {
+      ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n > 0) {
+        a.parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+        continue;
+      }
+      return n == 0;  // true: end of file (every writer is gone)
+    }
+  };
+  auto track = [&] {
+    if (a.parser.gate_events() == seen_events) return;
+    seen_events = a.parser.gate_events();
+    last_activity = Clock::now();
+    if (a.parser.open_gate() != current_open) {
+      current_open = a.parser.open_gate();
+      open_since = last_activity;
+    }
+  };
+
+  {
+    std::optional<Process> p;
+    try {
+      p.emplace(ps);
+    } catch (...) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      throw;
+    }
+    ::close(fds[1]);
+    for (;;) {
+      pollfd pfd{fds[0], POLLIN, 0};
+      ::poll(&pfd, 1, 50);
+      drain();
+      track();
+      if (auto e = p->poll()) {
+        a.exit = *e;
+        break;
+      }
+      auto now = Clock::now();
+      if (!current_open.empty() && secs(now - open_since) > spec.gate_time_limit_s)
+        a.killed = Kill::gate_timeout;
+      else if (current_open.empty() && secs(now - last_activity) > spec.gate_time_limit_s)
+        a.killed = Kill::stall_timeout;
+      if (now > lab_deadline) a.killed = Kill::lab_timeout;
+      if (a.killed != Kill::none) {
+        p->kill_all();
+        a.exit = p->wait();
+        break;
+      }
+    }
+    // Lines written just before the exit are still in the pipe; a leftover grandchild may hold it open, so read
+    // for a moment, then kill everything and read what remains.
+    auto until = Clock::now() + std::chrono::milliseconds(200);
+    while (Clock::now() < until && !drain()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    p->kill_all();
+  }
+  auto until = Clock::now() + std::chrono::milliseconds(500);
+  while (Clock::now() < until && !drain()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::close(fds[0]);
+  track();
+  a.parser.finish();
+  if (!current_open.empty()) a.open_gate_seconds = secs(Clock::now() - open_since);
+  a.seconds = secs(Clock::now() - start);
+  return a;
+}
+
+std::string kill_text(Kill k, const GateRunSpec& spec) {
+  switch (k) {
+    case Kill::gate_timeout:
+      return "it ran past the gate time limit of " + limit_text(spec.gate_time_limit_s) + " and was killed";
+    case Kill::stall_timeout:
+      return "the gate binary reported nothing for " + limit_text(spec.gate_time_limit_s) + " and was killed";
+    case Kill::lab_timeout:
+      return "the lab's time limit of " + limit_text(spec.time_limit_s) + " ran out and the gate binary was killed";
+    case Kill::none:
+      break;
+  }
+  return "";
+}
+
+// Stores what an attempt says about the gates still to do; returns how many got an outcome.
+std::size_t resolve(LabResult& lab, const Attempt& a, const GateRunSpec& spec, std::set<std::string>& remaining) {
+  std::size_t resolved = 0;
+  auto find = [&](const std::string& id) -> GateResult* {
+    if (!remaining.count(id)) return nullptr;
+    for (auto& g : lab.gates)
+      if (g.id == id) return &g;
+    return nullptr;
+  };
+  const auto& p = a.parser;
+  std::string last_ended;
+  for (const auto& id : p.ended_order()) {
+    GateResult* g = find(id);
+    if (!g) continue;
+    const GateOutcome& o = p.ended().at(id);
+    g->status = o.status;
+    g->message = o.message;
+    g->seconds = o.seconds;
+    g->metrics = o.metrics;
+    if (o.tainted) {
+      if (g->status == Status::passed) g->status = Status::failed;
+      g->message = "the result channel was written to by the submission during this gate (" + o.taint_reason +
+                   "); its outcome is not trusted" + (o.message.empty() ? "" : "\n" + o.message);
+    }
+    remaining.erase(id);
+    ++resolved;
+    last_ended = id;
+  }
+  if (GateResult* g = find(p.open_gate())) {
+    g->metrics = p.open_metrics();
+    g->seconds = a.open_gate_seconds;
+    if (a.killed == Kill::gate_timeout || a.killed == Kill::lab_timeout) {
+      g->status = Status::timeout;
+      g->message = "timeout: " + kill_text(a.killed, spec) +
+                   " (an endless loop in a kernel or in host code, a deadlock at a barrier, or far too slow)";
+    } else {
+      g->status = Status::crashed;
+      g->message = "the gate binary died inside this gate (" + a.exit.describe() + ")" + output_tail(a.log);
+    }
+    if (!p.open_taint().empty()) g->message += "\n(the result channel was also written to by the submission)";
+    remaining.erase(g->id);
+    ++resolved;
+  }
+  // A gate that started and vanished without an end while another gate ran: forged lines on the channel.
+  for (const auto& id : p.started()) {
+    if (id == p.open_gate() || p.ended().count(id)) continue;
+    if (GateResult* g = find(id)) {
+      g->status = Status::failed;
+      g->message = "the result channel was written to by the submission (the gate's end was never reported)";
+      remaining.erase(id);
+      ++resolved;
+    }
+  }
+  // Catch2 always finishes a run with run_end; a normal exit without it right after a gate means code in the
+  // process called exit() (or forged the gate's end and left): that gate's outcome is not trusted.
+  if (a.killed == Kill::none && a.exit.exited && a.exit.code != 3 && p.run_started() && !p.run_ended() &&
+      p.open_gate().empty() && !last_ended.empty()) {
+    for (auto& g : lab.gates) {
+      if (g.id != last_ended || g.status != Status::passed) continue;
+      g.status = Status::failed;
+      g.message = "the gate binary exited (" + a.exit.describe() +
+                  ") right after this gate without finishing its run: code in the process called exit()";
+    }
+  }
+  return resolved;
+}
+
+void add_note(LabResult& lab, const std::string& note) {
+  if (lab.notes.size() < 20) lab.notes.push_back(note);
+}
+
+// The attempt loop shared by the graded run and the sanitizer runs.
+void run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> gate_ids,
+              std::vector<Attempt>* attempts) {
+  std::vector<std::string> order = gate_ids;
+  std::set<std::string> remaining(order.begin(), order.end());
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.time_limit_s));
+  auto set_rest = [&](Status s, const std::string& msg) {
+    for (auto& g : lab.gates)
+      if (remaining.count(g.id)) {
+        g.status = s;
+        g.message = msg;
+      }
+    remaining.clear();
+  };
+  const std::size_t max_attempts = order.size() + 2;
+  for (std::size_t n = 1; !remaining.empty(); ++n) {
+    if (n > max_attempts) {
+      set_rest(Status::crashed, "not run: the gate binary kept dying (" + std::to_string(n - 1) + " attempts)");
+      break;
+    }
+    if (Clock::now() >= deadline) {
+      set_rest(Status::timeout, "not run: the lab's time limit of " + limit_text(spec.time_limit_s) + " was used up");
+      break;
+    }
+    std::vector<std::string> todo;
+    for (const auto& id : order)
+      if (remaining.count(id)) todo.push_back(id);
+    Attempt a = run_attempt(spec, todo, static_cast<int>(n), deadline);
+    lab.run_seconds += a.seconds;
+    if (lab.device.empty() && !a.parser.device().empty()) lab.device = a.parser.device();
+    if (!lab.seed && a.parser.seed()) lab.seed = a.parser.seed();
+    for (std::size_t i = 0; i < a.parser.anomalies().size() && i < 3; ++i)
+      add_note(lab, "result channel: " + a.parser.anomalies()[i]);
+    std::size_t resolved = resolve(lab, a, spec, remaining);
+    Kill killed = a.killed;
+    bool run_ended = a.parser.run_ended(), run_started = a.parser.run_started();
+    ExitInfo exit = a.exit;
+    fs::path log = a.log;
+    std::string open_gate = a.parser.open_gate();
+    if (attempts) attempts->push_back(std::move(a));
+    if (remaining.empty()) break;
+    if (killed == Kill::lab_timeout) {
+      set_rest(Status::timeout, "not run: " + kill_text(killed, spec));
+      break;
+    }
+    // A run that finished (run_end, then a normal exit) without a gate: the binary has no such gate. After a
+    // crash Catch2 still writes run_end from its signal handler, so a signal means "restart", not "missing".
+    if (run_ended && killed == Kill::none && exit.exited && exit.code != 3) {
+      for (auto& g : lab.gates)
+        if (remaining.count(g.id)) {
+          g.status = Status::missing;
+          g.message = "the gate binary has no gate named `" + g.id +
+                      "` (the rubric lists it: is the lab's test source out of date, or the rubric?)";
+        }
+      remaining.clear();
+      break;
+    }
+    if (resolved == 0) {
+      std::string why = killed != Kill::none ? kill_text(killed, spec) : exit.describe();
+      if (!run_started)
+        set_rest(killed != Kill::none ? Status::timeout : Status::crashed,
+                 "the gate binary stopped before running any gate (" + why +
+                     "): code that runs at start-up (a global constructor?) or a broken binary" + output_tail(log));
+      else
+        set_rest(killed != Kill::none ? Status::timeout : Status::crashed,
+                 "the gate binary stopped without running this gate (" + why + ")" + output_tail(log));
+      break;
+    }
+    add_note(lab, "restarted the gate binary for " + std::to_string(remaining.size()) + " remaining gate(s) after " +
+                      (killed != Kill::none ? std::string("a timeout") : exit.describe()) +
+                      (open_gate.empty() ? "" : " in " + open_gate));
+  }
+}
+
+}  // namespace
+
+std::string catch2_test_arg(const std::string& gate_id) {
+  std::string out;
+  for (char c : gate_id) {
+    if (c == '\\' || c == ',' || c == '[' || c == ']' || c == '*' || c == '~' || c == '"') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+void run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> gate_ids) {
+  if (gate_ids.empty())
+    for (const auto& g : lab.gates) gate_ids.push_back(g.id);
+  if (gate_ids.empty()) return;
+  run_loop(lab, spec, gate_ids, nullptr);
+}
+
+namespace {
+
+int summary_errors(const std::string& log) {
+  static const std::regex err(R"(ERROR SUMMARY: (\d+) error)");
+  static const std::regex race(R"(RACECHECK SUMMARY: (\d+) hazard)");
+  int n = 0;
+  for (const auto* re : {&err, &race})
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), *re); it != std::sregex_iterator(); ++it)
+      n = std::max(n, std::stoi((*it)[1].str()));
+  return n;
+}
+
+std::string excerpt(const std::string& text, std::size_t max_lines) {
+  std::vector<std::string> out;
+  for (auto& l : split_lines(text)) {
+    if (!starts_with(l, "=========")) continue;
+    std::string s = trim(l.substr(9));
+    if (s.empty() || starts_with(s, "ERROR SUMMARY") || starts_with(s, "COMPUTE-SANITIZER")) continue;
+    out.push_back(s);
+    if (out.size() == max_lines) break;
+  }
+  return sanitize_utf8(join(out, "\n"));
+}
+
+}  // namespace
+
+void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& tool, bool strict) {
+  std::vector<std::string> ids;
+  for (const auto& g : lab.gates) {
+    bool kind_ok = tool == "racecheck" ? g.kind == "correctness" : (g.kind == "correctness" || g.kind == "cpu");
+    bool ran = g.status == Status::passed || g.status == Status::failed || g.status == Status::crashed;
+    if (kind_ok && ran) ids.push_back(g.id);
+  }
+  if (ids.empty()) {
+    add_note(lab, "compute-sanitizer " + tool + ": no gate to check (nothing ran, e.g. no CUDA device)");
+    return;
+  }
+  auto sanitizer = find_program("compute-sanitizer", {"/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer"});
+  if (!sanitizer) {
+    add_note(lab, "compute-sanitizer not found on PATH: --sanitize skipped (it comes with the CUDA toolkit)");
+    return;
+  }
+  // One process per gate: the sanitizer's log has no gate markers, so this is what makes every report belong
+  // to exactly one gate. Its reports go to the console log (a file only the grader can reach), not to
+  // --log-file in the submission's writable folder, where the submission could rewrite them.
+  GateRunSpec s = spec;
+  s.prefix = {sanitizer->string(), "--tool", tool, "--print-limit", "20", "--target-processes", "all"};
+  s.gate_time_limit_s = spec.gate_time_limit_s * 10;  // instrumented kernels run 10-100x slower
+  s.time_limit_s = spec.gate_time_limit_s * 10 + 60;
+  int total = 0;
+  std::string first_reports;
+  for (const auto& id : ids) {
+    std::string tag = id;
+    for (char& ch : tag)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '_';
+    s.log_tag = tool + "-" + tag + "-";
+    LabResult scratch = lab;  // the sanitized run's own verdicts do not replace the graded ones
+    std::vector<Attempt> attempts;
+    run_loop(scratch, s, {id}, &attempts);
+    int errors = 0;
+    std::string reports;
+    for (const auto& a : attempts) {
+      std::string text = read_file_limited(a.log, 16u << 20, false);
+      errors += summary_errors(text);
+      if (reports.empty()) reports = excerpt(text, 6);
+    }
+    if (errors == 0) continue;
+    total += errors;
+    if (first_reports.empty()) first_reports = reports;
+    for (auto& g : lab.gates) {
+      if (g.id != id) continue;
+      std::string finding =
+          tool + ": " + std::to_string(errors) + " error(s)" + (reports.empty() ? "" : "\n" + reports);
+      g.sanitizer += (g.sanitizer.empty() ? "" : "\n") + finding;
+      if (strict && g.status == Status::passed) {
+        g.status = Status::failed;
+        g.message = "compute-sanitizer " + finding;
+      }
+    }
+  }
+  lab.sanitizer.push_back({tool, total, first_reports});
+  add_note(lab, "compute-sanitizer " + tool + ": " + std::to_string(total) + " error(s) over " +
+                    std::to_string(ids.size()) + " gate(s), one process per gate");
+}
+
+}  // namespace labgrade

@@ -1,0 +1,43 @@
+// Running one lab's gate binary until every graded gate has an outcome.
+//
+// The binary writes its results to an inherited pipe (fd 3, opened by the gate as /dev/fd/3): nothing in the
+// file system that a submission could overwrite, and the grader sees each event the moment it is written, so it
+// knows which gate is running and for how long. A gate_start without its gate_end means the process died or was
+// killed inside that gate; the binary is then started again with the gates that are left (passed to Catch2 as
+// test names), so one crash costs one gate, not the lab.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sandbox.h"
+#include "scoring.h"
+
+namespace labgrade {
+
+struct GateRunSpec {
+  fs::path exe;                    // the gate binary
+  fs::path rubric;                 // passed as --labkit-rubric (the grader's copy, never the submission's)
+  fs::path log_dir;                // console output of each attempt: <log_dir>/lab<NN>.<what><attempt>.log
+  double gate_time_limit_s = 120;  // any one gate (and any silence between gates)
+  double time_limit_s = 600;       // the whole lab, restarts included
+  // How the process is started (sandbox, uid slot, environment, limits). argv/output/channel are filled in.
+  ProcessSpec process;
+  std::vector<std::string> prefix;  // e.g. compute-sanitizer --tool memcheck ... (empty: run directly)
+  std::string log_tag = "run";      // "run", "memcheck", "racecheck"
+};
+
+// Runs the gates of `lab` whose ids are in `gate_ids` (all graded gates when empty) and stores each outcome
+// (status, message, seconds, metrics) in lab.gates. Does not apply the rubric's points (see apply_rubric).
+void run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> gate_ids = {});
+
+// --sanitize: runs the lab's correctness gates (and cpu gates) again under compute-sanitizer with `tool`
+// (memcheck or racecheck), one process per gate so that every report belongs to one gate, and parses
+// "ERROR SUMMARY: N errors" / "RACECHECK SUMMARY: N hazards". Findings are listed per gate and per lab; with
+// strict, a gate with findings fails.
+void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& tool, bool strict);
+
+// Escapes a gate id for use as a Catch2 test-spec argument (`,` `[` `*` ... are special there).
+std::string catch2_test_arg(const std::string& gate_id);
+
+}  // namespace labgrade

@@ -1,0 +1,156 @@
+// What a grading run produces, how the result channel of a gate binary is read, and how the rubric turns the
+// reported outcomes into points.
+//
+// The channel (see common/include/labkit/report.h) is written by code that shares its process with the
+// student's code, so it is read defensively: only a well-ordered run_start / gate_start / metric / gate_end
+// sequence counts, a gate may end only once, and anything out of protocol taints the gate that was running when
+// it appeared (that gate then fails with a "result channel tampered with" diagnosis). Console text is never read.
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "labkit/rubric.h"
+
+namespace labgrade {
+
+enum class Status {
+  passed,
+  failed,
+  skipped,          // no CUDA device (or the gate chose to skip)
+  not_implemented,  // the step still throws labkit::NotImplemented
+  crashed,          // the process died inside the gate, or the CUDA context was destroyed
+  timeout,          // killed by the grader: the gate (or the lab) ran past its time limit
+  missing,          // the rubric lists the gate but the gate binary has none of that name
+  build_failed,     // the submission did not compile or link (or was not submitted)
+};
+std::string to_string(Status s);
+Status status_from_string(const std::string& s);  // unknown -> failed
+
+struct Metric {
+  double value = 0;
+  std::string unit;
+};
+
+struct GateResult {
+  std::string id, title, kind;
+  bool hidden = false;
+  double points = 0, max_points = 0;
+  Status status = Status::missing;
+  std::string message;  // the diagnosis shown under a failure
+  double seconds = 0;
+  std::map<std::string, Metric> metrics;
+  // Speed gates: the figure the threshold applies to, as re-checked by the grader.
+  std::string metric_name;
+  std::optional<double> threshold, reference, measured;
+  std::string hint;
+  std::string sanitizer;  // compute-sanitizer findings attributed to this gate (--sanitize)
+};
+
+struct SanitizerFinding {
+  std::string tool;  // memcheck | racecheck
+  int errors = 0;
+  std::string excerpt;  // the first reports, trimmed
+};
+
+struct LabResult {
+  std::string lab, name, title;
+  std::vector<GateResult> gates;
+  double compile_seconds = 0, run_seconds = 0;
+  std::string device;                 // from run_start
+  std::optional<std::uint64_t> seed;  // Catch2's --rng-seed of the (first) run
+  std::vector<std::string> notes;     // restarts, tampering, sanitizer skipped...
+  std::vector<SanitizerFinding> sanitizer;
+  std::string leaderboard_gate, leaderboard_metric, leaderboard_order = "desc";
+  std::optional<double> leaderboard_value;
+
+  double score() const;
+  double max_score() const;
+  bool all_passed() const;
+};
+
+struct SubmissionResult {
+  std::string student;  // "" for a local run
+  std::vector<LabResult> labs;
+  double compile_seconds = 0, run_seconds = 0;
+  std::string error;  // the grader itself failed for this submission (never the student's fault)
+
+  double score() const;
+  double max_score() const;
+  bool all_passed() const;
+};
+
+nlohmann::json to_json(const SubmissionResult& r);
+SubmissionResult submission_from_json(const nlohmann::json& j);
+
+// ---- the rubric --------------------------------------------------------------------------------------------
+
+// The gates to grade, in rubric order: hidden gates only when include_hidden.
+std::vector<const labkit::RubricGate*> graded_gates(const labkit::Rubric& rubric, bool include_hidden);
+
+// A LabResult with one entry per graded gate, all `missing` until the runner fills them in.
+LabResult make_lab_result(const labkit::Rubric& rubric, const std::string& lab_name, bool include_hidden);
+
+// Every gate of the lab gets the same status and message (build failures, "not submitted").
+void set_all(LabResult& lab, Status status, const std::string& message);
+
+// Points, and the speed re-check: a speed gate passes only when the gate says passed AND the metric named by the
+// rubric was reported AND it reaches the threshold; the binary's own verdict is not trusted alone.
+void apply_rubric(LabResult& lab);
+
+// ---- the result channel ------------------------------------------------------------------------------------
+
+struct GateOutcome {
+  Status status = Status::failed;
+  std::string message;
+  double seconds = 0;
+  std::map<std::string, Metric> metrics;
+  bool tainted = false;
+  std::string taint_reason;
+};
+
+// Reads the JSON lines of one run of a gate binary, incrementally (bytes arrive from a pipe in any chunking).
+class ChannelParser {
+ public:
+  void feed(std::string_view bytes);
+  void finish();  // the writer is gone: a trailing partial line is dropped
+
+  bool run_started() const { return run_started_; }
+  bool run_ended() const { return run_ended_; }
+  const std::string& open_gate() const { return open_gate_; }  // "" when no gate is running
+  const std::map<std::string, GateOutcome>& ended() const { return ended_; }
+  const std::vector<std::string>& ended_order() const { return ended_order_; }
+  const std::vector<std::string>& anomalies() const { return anomalies_; }
+  const std::set<std::string>& started() const { return started_; }
+  const std::string& device() const { return device_; }
+  std::optional<std::uint64_t> seed() const { return seed_; }
+  // Gate events seen so far (gate_start and gate_end): the runner uses it to notice progress.
+  std::size_t gate_events() const { return gate_events_; }
+  // Metrics of the gate that is still open (a gate killed by a timeout keeps what it had measured).
+  const std::map<std::string, Metric>& open_metrics() const { return open_metrics_; }
+  // Why the open gate is no longer trusted ("" when it is).
+  const std::string& open_taint() const { return open_taint_; }
+
+ private:
+  void line(std::string_view l);
+  void anomaly(const std::string& what);
+
+  std::string pending_;
+  bool run_started_ = false, run_ended_ = false;
+  std::string open_gate_;
+  std::map<std::string, Metric> open_metrics_;
+  std::string open_taint_;
+  std::map<std::string, GateOutcome> ended_;
+  std::vector<std::string> ended_order_;
+  std::set<std::string> started_;
+  std::vector<std::string> anomalies_;
+  std::string device_;
+  std::optional<std::uint64_t> seed_;
+  std::size_t gate_events_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace labgrade

@@ -1,0 +1,312 @@
+#include "util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+namespace labgrade {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw UserError("cannot read " + p.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string read_file_limited(const fs::path& p, std::size_t max_bytes, bool tail) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return {};
+  in.seekg(0, std::ios::end);
+  auto size = static_cast<std::size_t>(std::max<std::streamoff>(0, in.tellg()));
+  std::size_t n = std::min(size, max_bytes);
+  in.seekg(tail ? static_cast<std::streamoff>(size - n) : 0);
+  std::string s(n, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(n));
+  s.resize(static_cast<std::size_t>(in.gcount()));
+  return s;
+}
+
+void write_file_atomic(const fs::path& p, std::string_view content) {
+  if (p.has_parent_path()) fs::create_directories(p.parent_path());
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  fs::path tmp = p;
+  tmp += ".tmp" + std::to_string(getpid()) + "." + std::to_string(rng() % 1000000);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  std::size_t off = 0;
+  while (off < content.size()) {
+    ssize_t w = ::write(fd, content.data() + off, content.size() - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(e));
+    }
+    off += static_cast<std::size_t>(w);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  if (::rename(tmp.c_str(), p.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot rename " + tmp.string() + " to " + p.string() + ": " + std::strerror(e));
+  }
+}
+
+std::string trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::vector<std::string> split_lines(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    std::size_t nl = s.find('\n', start);
+    if (nl == std::string_view::npos) {
+      if (start < s.size()) out.emplace_back(s.substr(start));
+      break;
+    }
+    std::string_view line = s.substr(start, nl - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    out.emplace_back(line);
+    start = nl + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t p = s.find(sep, start);
+    out.emplace_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
+    if (p == std::string_view::npos) break;
+    start = p + 1;
+  }
+  return out;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+bool contains(std::string_view s, std::string_view needle) { return s.find(needle) != std::string_view::npos; }
+
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  if (from.empty()) return s;
+  std::size_t pos = 0;
+  while ((pos = s.find(from, pos)) != std::string::npos) {
+    s.replace(pos, from.size(), to);
+    pos += to.size();
+  }
+  return s;
+}
+
+std::string sanitize_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (std::size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
+    if (ok && len == 1 && c < 0x20 && c != '\n' && c != '\t') ok = false;  // control characters: not text
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += (c == '\r') ? "" : "\xEF\xBF\xBD";  // U+FFFD
+      i += 1;
+    }
+  }
+  return out;
+}
+
+std::string trim_message(std::string_view s, std::size_t max_lines, std::size_t max_chars) {
+  auto lines = split_lines(trim(s));
+  std::string out;
+  std::size_t shown = 0;
+  for (const auto& l : lines) {
+    if (shown == max_lines || out.size() + l.size() > max_chars) break;
+    if (shown) out += '\n';
+    out += l;
+    ++shown;
+  }
+  if (shown == 0 && !lines.empty()) {  // one enormous line
+    out = lines[0].substr(0, max_chars);
+    shown = 1;
+  }
+  if (shown < lines.size()) out += "\n[... " + std::to_string(lines.size() - shown) + " more lines]";
+  return out;
+}
+
+std::string format_seconds(double s) {
+  char buf[64];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%d min %02d s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%d h %02d min", static_cast<int>(s) / 3600, (static_cast<int>(s) % 3600) / 60);
+  return buf;
+}
+
+std::string format_points(double p) {
+  char buf[64];
+  if (p == static_cast<double>(static_cast<long long>(p)))
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(p));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f", p);
+  return buf;
+}
+
+std::optional<fs::path> find_repo_root(fs::path start) {
+  std::error_code ec;
+  start = fs::absolute(start, ec);
+  for (fs::path p = start; !p.empty(); p = p.parent_path()) {
+    if (fs::is_directory(p / "labs", ec) && fs::is_directory(p / "common", ec) && fs::exists(p / "CMakeLists.txt", ec))
+      return p;
+    if (p == p.parent_path()) break;
+  }
+  return std::nullopt;
+}
+
+fs::path self_exe() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path("labgrade") : p;
+}
+
+namespace {
+// argv/envp as the char* arrays execvp wants, built before fork (the child may not allocate).
+struct CArgv {
+  std::vector<std::string> storage;
+  std::vector<char*> ptrs;
+  explicit CArgv(const std::vector<std::string>& v) : storage(v) {
+    for (auto& s : storage) ptrs.push_back(s.data());
+    ptrs.push_back(nullptr);
+  }
+};
+}  // namespace
+
+CommandResult run_command(const std::vector<std::string>& argv, double timeout_s, const fs::path& cwd, bool echo) {
+  CommandResult r;
+  if (argv.empty()) return r;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return r;
+  CArgv a(argv);
+  std::string dir = cwd.string();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return r;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    if (!dir.empty() && chdir(dir.c_str()) != 0) _exit(127);
+    execvp(a.ptrs[0], a.ptrs.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(fds[1]);
+  auto start = std::chrono::steady_clock::now();
+  char buf[8192];
+  for (;;) {
+    int wait_ms = 200;
+    pollfd p{fds[0], POLLIN, 0};
+    int n = poll(&p, 1, wait_ms);
+    if (n > 0) {
+      ssize_t got = read(fds[0], buf, sizeof buf);
+      if (got > 0) {
+        if (r.output.size() < (64u << 20)) r.output.append(buf, static_cast<std::size_t>(got));
+        if (echo) std::cerr.write(buf, got);
+        continue;
+      }
+      if (got == 0) break;
+      if (errno != EINTR && errno != EAGAIN) break;
+    }
+    if (timeout_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s) {
+      kill(-pid, SIGKILL);
+      r.timed_out = true;
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  kill(-pid, SIGKILL);  // anything it left behind in its group
+  if (WIFEXITED(status) && !r.timed_out) r.exit_code = WEXITSTATUS(status);
+  if (r.exit_code == 127 && r.output.empty()) r.output = "cannot run " + argv[0];
+  return r;
+}
+
+int run_interactive(const std::vector<std::string>& argv, const fs::path& cwd) {
+  CArgv a(argv);
+  std::string dir = cwd.string();
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    if (!dir.empty() && chdir(dir.c_str()) != 0) _exit(127);
+    execvp(a.ptrs[0], a.ptrs.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::optional<fs::path> find_program(const std::string& name, const std::vector<fs::path>& extra) {
+  std::vector<fs::path> dirs;
+  if (const char* path = std::getenv("PATH"))
+    for (auto& d : split(path, ':'))
+      if (!d.empty()) dirs.emplace_back(d);
+  dirs.insert(dirs.end(), extra.begin(), extra.end());
+  for (const auto& d : dirs) {
+    fs::path p = d / name;
+    if (access(p.c_str(), X_OK) == 0 && !fs::is_directory(p)) return p;
+  }
+  return std::nullopt;
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:=+@%") ==
+                        std::string::npos)
+    return s;
+  return "'" + replace_all(s, "'", "'\\''") + "'";
+}
+
+std::string join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) out += sep;
+    out += v[i];
+  }
+  return out;
+}
+
+}  // namespace labgrade

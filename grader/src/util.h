@@ -1,0 +1,64 @@
+// Small helpers shared by every part of labgrade: files, strings, message trimming, running a command to
+// completion. Nothing here knows about labs or rubrics.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace labgrade {
+
+namespace fs = std::filesystem;
+
+// An error the user can act on (bad arguments, no build, no recipe): printed without a stack of context.
+class UserError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string read_file(const fs::path& p);
+// Reads at most max_bytes (from the end when tail is true): logs written by student code can be huge.
+std::string read_file_limited(const fs::path& p, std::size_t max_bytes, bool tail);
+// Writes to a temporary file in the same folder, fsyncs, then renames over p: a reader (or a restarted batch)
+// sees the old file or the new one, never half of one.
+void write_file_atomic(const fs::path& p, std::string_view content);
+
+std::string trim(std::string_view s);
+std::vector<std::string> split_lines(std::string_view s);
+std::vector<std::string> split(std::string_view s, char sep);
+bool starts_with(std::string_view s, std::string_view prefix);
+bool ends_with(std::string_view s, std::string_view suffix);
+bool contains(std::string_view s, std::string_view needle);
+std::string replace_all(std::string s, std::string_view from, std::string_view to);
+// Replaces bytes that are not valid UTF-8 (student output can be anything) so JSON and XML writers accept it.
+std::string sanitize_utf8(std::string_view s);
+// At most max_lines lines and max_chars characters, with a note saying how much was cut.
+std::string trim_message(std::string_view s, std::size_t max_lines, std::size_t max_chars);
+std::string format_seconds(double s);  // "4.2 s", "3 min 05 s"
+std::string format_points(double p);   // "10", "2.50"
+
+// The folder holding labs/ and common/, walking up from start.
+std::optional<fs::path> find_repo_root(fs::path start);
+
+// The running labgrade executable (for the sandbox helper).
+fs::path self_exe();
+
+// Runs argv to completion (no sandbox: for cmake, nvcc --version, bwrap probes), capturing stdout+stderr.
+struct CommandResult {
+  int exit_code = -1;  // -1: could not start or killed
+  std::string output;
+  bool timed_out = false;
+};
+CommandResult run_command(const std::vector<std::string>& argv, double timeout_s = 0, const fs::path& cwd = {},
+                          bool echo = false);
+// Like run_command but lets the child write straight to our terminal (cmake builds).
+int run_interactive(const std::vector<std::string>& argv, const fs::path& cwd = {});
+
+// Searches PATH (and the extra folders) for an executable.
+std::optional<fs::path> find_program(const std::string& name, const std::vector<fs::path>& extra = {});
+
+std::string shell_quote(const std::string& s);
+std::string join(const std::vector<std::string>& v, std::string_view sep);
+
+}  // namespace labgrade

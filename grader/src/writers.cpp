@@ -1,0 +1,342 @@
+#include "writers.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "util.h"
+
+namespace labgrade {
+
+namespace {
+
+std::string num(double v) { return fmt::format("{:.4g}", v); }
+std::string points(double v) { return format_points(v); }
+
+// "ratio 1.42 < 2 (reference 6.1)"
+std::string measured_text(const GateResult& g) {
+  if (!g.threshold || g.metric_name.empty()) return "";
+  std::string ref = g.reference ? " (reference " + num(*g.reference) + ")" : "";
+  if (!g.measured) return "needs " + g.metric_name + " >= " + num(*g.threshold) + ref;
+  bool ok = *g.measured >= *g.threshold;
+  return g.metric_name + " " + num(*g.measured) + (ok ? " >= " : " < ") + num(*g.threshold) + ref;
+}
+
+std::string gate_details(const GateResult& g, bool with_hint) {
+  std::string out;
+  if (!g.message.empty()) out += g.message;
+  // Hints help with a wrong or slow answer, not with a skipped or unimplemented step.
+  bool helps = g.status == Status::failed || g.status == Status::timeout || g.status == Status::crashed;
+  if (with_hint && helps && !g.hint.empty() && !contains(g.message, g.hint))
+    out += (out.empty() ? "" : "\n") + std::string("hint: ") + g.hint;
+  if (!g.sanitizer.empty()) out += (out.empty() ? "" : "\n") + std::string("compute-sanitizer: ") + g.sanitizer;
+  return out;
+}
+
+const char* color_of(Status s) {
+  switch (s) {
+    case Status::passed:
+      return "\033[32m";
+    case Status::skipped:
+      return "\033[33m";
+    case Status::not_implemented:
+      return "\033[36m";
+    default:
+      return "\033[31m";
+  }
+}
+
+std::string indent(const std::string& text, const std::string& pad) {
+  std::string out;
+  for (const auto& l : split_lines(text)) out += pad + l + "\n";
+  return out;
+}
+
+std::string md_cell(const std::string& s) {
+  return replace_all(replace_all(replace_all(s, "|", "\\|"), "\r", ""), "\n", "<br>");
+}
+
+std::string suite_name(const SubmissionResult& r, const LabResult& l) {
+  return (r.student.empty() ? "" : r.student + "/") + "lab" + l.lab;
+}
+
+}  // namespace
+
+void print_table(std::ostream& out, const SubmissionResult& r, bool color) {
+  const char* reset = color ? "\033[0m" : "";
+  const char* bold = color ? "\033[1m" : "";
+  std::size_t w = 14;
+  for (const auto& l : r.labs)
+    for (const auto& g : l.gates) w = std::max(w, g.id.size());
+  if (!r.student.empty()) out << bold << "student " << r.student << reset << "\n";
+  if (!r.error.empty()) out << "  grader error: " << r.error << "\n";
+  int passed = 0, total = 0, skipped = 0;
+  for (const auto& l : r.labs) {
+    out << bold << fmt::format("lab {}  {}", l.lab, l.title) << reset
+        << fmt::format("   {}/{}   (compile {}, run {})\n", points(l.score()), points(l.max_score()),
+                       format_seconds(l.compile_seconds), format_seconds(l.run_seconds));
+    out << fmt::format("  {:<4} {:<{}} {:<16} {:>9}  {}\n", "lab", "gate", w, "status", "points",
+                       "measured vs threshold");
+    std::string last_shown;
+    for (const auto& g : l.gates) {
+      ++total;
+      passed += g.status == Status::passed;
+      skipped += g.status == Status::skipped;
+      std::string status = to_string(g.status);
+      std::string pad(16 > status.size() ? 16 - status.size() : 0, ' ');
+      out << fmt::format("  {:<4} {:<{}} ", l.lab, g.id + (g.hidden ? "*" : ""), w) << (color ? color_of(g.status) : "")
+          << status << reset << pad
+          << fmt::format(" {:>9}  {}\n", points(g.points) + "/" + points(g.max_points), measured_text(g));
+      if (g.status == Status::passed && g.sanitizer.empty()) continue;
+      std::string details = gate_details(g, true);
+      if (details.empty()) continue;
+      // The same reason under every gate (no CUDA device, a build failure) is shown once.
+      if (details == last_shown) continue;
+      last_shown = details;
+      out << indent(trim_message(details, g.status == Status::build_failed ? 14 : 8, 1200), "        ");
+    }
+    for (const auto& f : l.sanitizer)
+      out << fmt::format("  compute-sanitizer {}: {} error(s)\n", f.tool, f.errors)
+          << (f.excerpt.empty() ? "" : indent(trim_message(f.excerpt, 6, 800), "        "));
+    for (const auto& n : l.notes) out << "  note: " << n << "\n";
+  }
+  out << bold
+      << fmt::format("total {}/{}: {} of {} gates passed", points(r.score()), points(r.max_score()), passed, total)
+      << (skipped ? fmt::format(", {} skipped", skipped) : std::string()) << reset
+      << fmt::format("   (compile {}, run {})\n", format_seconds(r.compile_seconds), format_seconds(r.run_seconds));
+  bool any_hidden = false;
+  for (const auto& l : r.labs)
+    for (const auto& g : l.gates) any_hidden = any_hidden || g.hidden;
+  if (any_hidden) out << "  (* hidden gate: visible to students after the due date)\n";
+}
+
+nlohmann::json gradescope_json(const SubmissionResult& r) {
+  nlohmann::json tests = nlohmann::json::array();
+  nlohmann::json leaderboard = nlohmann::json::array();
+  std::string summary;
+  for (const auto& l : r.labs) {
+    summary += fmt::format("Lab {} ({}): {}/{}\n", l.lab, l.title, points(l.score()), points(l.max_score()));
+    for (const auto& g : l.gates) {
+      std::string output = "status: " + to_string(g.status);
+      std::string m = measured_text(g);
+      if (!m.empty()) output += "\nmeasured: " + m;
+      std::string details = gate_details(g, true);
+      if (!details.empty()) output += "\n\n" + trim_message(details, 60, 8000);
+      nlohmann::json t = {{"name", fmt::format("lab{} {}: {}", l.lab, g.id, g.title)},
+                          {"score", g.points},
+                          {"max_score", g.max_points},
+                          {"status", g.status == Status::passed ? "passed" : "failed"},
+                          {"output", sanitize_utf8(output)},
+                          {"visibility", g.hidden ? "after_due_date" : "visible"},
+                          {"tags", {"lab" + l.lab, g.kind}}};
+      tests.push_back(std::move(t));
+    }
+    if (l.leaderboard_value)
+      leaderboard.push_back({{"name", fmt::format("lab{} {}", l.lab, l.leaderboard_metric)},
+                             {"value", *l.leaderboard_value},
+                             {"order", l.leaderboard_order == "asc" ? "asc" : "desc"}});
+    for (const auto& n : l.notes) summary += "  note: " + n + "\n";
+  }
+  if (!r.error.empty()) summary += "grader error: " + r.error + "\n";
+  summary += fmt::format("Total: {}/{} (compile {}, run {})", points(r.score()), points(r.max_score()),
+                         format_seconds(r.compile_seconds), format_seconds(r.run_seconds));
+  nlohmann::json j = {{"score", r.score()},
+                      {"max_score", r.max_score()},
+                      {"execution_time", static_cast<int>(r.compile_seconds + r.run_seconds + 0.5)},
+                      {"output", sanitize_utf8(summary)},
+                      {"tests", tests}};
+  if (!leaderboard.empty()) j["leaderboard"] = leaderboard;
+  return j;
+}
+
+std::string xml_escape(const std::string& raw) {
+  std::string s = sanitize_utf8(raw);  // also drops control characters, which XML 1.0 forbids
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string junit_xml(const std::vector<SubmissionResult>& results) {
+  int tests = 0, failures = 0, errors = 0, skipped = 0;
+  std::ostringstream suites;
+  for (const auto& r : results) {
+    for (const auto& l : r.labs) {
+      int t = 0, f = 0, e = 0, s = 0;
+      std::ostringstream cases;
+      std::string suite = suite_name(r, l);
+      for (const auto& g : l.gates) {
+        ++t;
+        cases << fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n", xml_escape(suite),
+                             xml_escape(g.id), g.seconds);
+        std::string body = gate_details(g, true);
+        std::string m = measured_text(g);
+        if (!m.empty()) body = "measured: " + m + (body.empty() ? "" : "\n" + body);
+        std::string first = trim_message(body, 1, 300);
+        switch (g.status) {
+          case Status::passed:
+            break;
+          case Status::skipped:
+            ++s;
+            cases << fmt::format("      <skipped message=\"{}\"/>\n", xml_escape(first));
+            break;
+          case Status::crashed:
+          case Status::timeout:
+          case Status::build_failed:
+            ++e;
+            cases << fmt::format("      <error type=\"{}\" message=\"{}\">{}</error>\n", to_string(g.status),
+                                 xml_escape(first), xml_escape(body));
+            break;
+          default:
+            ++f;
+            cases << fmt::format("      <failure type=\"{}\" message=\"{}\">{}</failure>\n", to_string(g.status),
+                                 xml_escape(first), xml_escape(body));
+        }
+        cases << fmt::format(
+            "      <properties><property name=\"points\" value=\"{}\"/>"
+            "<property name=\"max_points\" value=\"{}\"/></properties>\n",
+            points(g.points), points(g.max_points));
+        cases << "    </testcase>\n";
+      }
+      suites << fmt::format(
+          "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+          xml_escape(suite), t, f, e, s, l.compile_seconds + l.run_seconds);
+      suites << cases.str() << "  </testsuite>\n";
+      tests += t;
+      failures += f;
+      errors += e;
+      skipped += s;
+    }
+  }
+  return fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<testsuites name=\"labgrade\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">\n{}"
+      "</testsuites>\n",
+      tests, failures, errors, skipped, suites.str());
+}
+
+std::string csv_field(const std::string& raw, bool text) {
+  std::string s = sanitize_utf8(raw);
+  // A cell starting with = + - @ is a formula to a spreadsheet: a student folder named "=HYPERLINK(...)" must
+  // stay text.
+  if (text && !s.empty() && std::string("=+-@").find(s[0]) != std::string::npos) s = "'" + s;
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  return "\"" + replace_all(s, "\"", "\"\"") + "\"";
+}
+
+std::string gradebook_csv(const std::vector<SubmissionResult>& results) {
+  std::string out = "student,lab,gate,status,points,max_points,metric,value,threshold\n";
+  for (const auto& r : results) {
+    std::string student = r.student.empty() ? "local" : r.student;
+    for (const auto& l : r.labs)
+      for (const auto& g : l.gates) {
+        out += csv_field(student, true) + "," + csv_field(l.lab, true) + "," + csv_field(g.id, true) + "," +
+               to_string(g.status) + "," + points(g.points) + "," + points(g.max_points) + "," +
+               csv_field(g.metric_name, true) + "," + (g.measured ? num(*g.measured) : "") + "," +
+               (g.threshold ? num(*g.threshold) : "") + "\n";
+      }
+  }
+  return out;
+}
+
+std::string markdown_report(const std::vector<SubmissionResult>& results, const std::string& title) {
+  std::ostringstream md;
+  std::time_t now = std::time(nullptr);
+  char date[64];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
+  md << "# " << title << "\n\nGenerated by labgrade on " << date << ".\n\n";
+
+  std::vector<std::string> labs;
+  for (const auto& r : results)
+    for (const auto& l : r.labs)
+      if (std::find(labs.begin(), labs.end(), l.lab) == labs.end()) labs.push_back(l.lab);
+  std::sort(labs.begin(), labs.end());
+
+  if (results.size() > 1 || (!results.empty() && !results[0].student.empty())) {
+    md << "## Summary\n\n| student |";
+    for (const auto& lab : labs) md << " lab " << lab << " |";
+    md << " total | compile | run |\n|---|";
+    for (std::size_t i = 0; i < labs.size(); ++i) md << "---:|";
+    md << "---:|---:|---:|\n";
+    for (const auto& r : results) {
+      md << "| " << md_cell(r.student.empty() ? "local" : r.student) << " |";
+      for (const auto& lab : labs) {
+        auto it = std::find_if(r.labs.begin(), r.labs.end(), [&](const LabResult& l) { return l.lab == lab; });
+        md << " " << (it == r.labs.end() ? "-" : points(it->score()) + "/" + points(it->max_score())) << " |";
+      }
+      md << " " << points(r.score()) << "/" << points(r.max_score()) << " | " << format_seconds(r.compile_seconds)
+         << " | " << format_seconds(r.run_seconds) << " |\n";
+    }
+    // Which gates the class struggles with.
+    std::map<std::string, std::pair<int, int>> pass;  // "lab/gate" -> passed, total
+    std::vector<std::string> order;
+    for (const auto& r : results)
+      for (const auto& l : r.labs)
+        for (const auto& g : l.gates) {
+          std::string key = "lab" + l.lab + " " + g.id;
+          if (!pass.count(key)) order.push_back(key);
+          pass[key].first += g.status == Status::passed;
+          pass[key].second += 1;
+        }
+    md << "\n### Pass rate per gate\n\n| gate | passed |\n|---|---:|\n";
+    for (const auto& k : order) md << "| " << md_cell(k) << " | " << pass[k].first << "/" << pass[k].second << " |\n";
+    md << "\n";
+  }
+
+  for (const auto& r : results) {
+    md << "## " << md_cell(r.student.empty() ? "Results" : r.student) << " — " << points(r.score()) << "/"
+       << points(r.max_score()) << "\n\n";
+    if (!r.error.empty()) md << "**Grader error:** " << md_cell(r.error) << "\n\n";
+    for (const auto& l : r.labs) {
+      md << "### Lab " << l.lab << ": " << md_cell(l.title) << " — " << points(l.score()) << "/"
+         << points(l.max_score()) << "\n\n";
+      md << "Compile " << format_seconds(l.compile_seconds) << ", run " << format_seconds(l.run_seconds)
+         << (l.device.empty() ? "" : ", device: " + md_cell(l.device)) << ".\n\n";
+      md << "| gate | status | points | measured vs threshold |\n|---|---|---:|---|\n";
+      for (const auto& g : l.gates)
+        md << "| `" << g.id << "`" << (g.hidden ? " (hidden)" : "") << " | " << to_string(g.status) << " | "
+           << points(g.points) << "/" << points(g.max_points) << " | " << md_cell(measured_text(g)) << " |\n";
+      md << "\n";
+      std::string last;
+      for (const auto& g : l.gates) {
+        if (g.status == Status::passed && g.sanitizer.empty()) continue;
+        std::string details = trim_message(gate_details(g, true), 20, 3000);
+        if (details.empty() || details == last) continue;
+        last = details;
+        std::string fence = contains(details, "```") ? "~~~~" : "```";
+        md << "- **" << g.id << "** (" << to_string(g.status) << ")\n\n  " << fence << "\n"
+           << indent(sanitize_utf8(details), "  ") << "  " << fence << "\n\n";
+      }
+      for (const auto& f : l.sanitizer) md << "- compute-sanitizer " << f.tool << ": " << f.errors << " error(s)\n";
+      for (const auto& n : l.notes) md << "- note: " << md_cell(n) << "\n";
+      if (!l.notes.empty() || !l.sanitizer.empty()) md << "\n";
+    }
+  }
+  return md.str();
+}
+
+}  // namespace labgrade

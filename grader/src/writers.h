@@ -1,0 +1,32 @@
+// Everything labgrade writes for people and other programs: the console table, Gradescope results.json, JUnit
+// XML, the CSV gradebook and the Markdown report. All of them take the same SubmissionResult records.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "scoring.h"
+
+namespace labgrade {
+
+// The table: lab, gate, status, points/max, measured figure vs threshold, and under each failure its diagnosis.
+void print_table(std::ostream& out, const SubmissionResult& r, bool color);
+
+// Gradescope's autograder schema: score, max_score, output, tests[], leaderboard[]. Hidden gates get
+// visibility "after_due_date".
+nlohmann::json gradescope_json(const SubmissionResult& r);
+
+// One testsuite per (student,) lab, one testcase per gate; failure / error / skipped elements carry the diagnosis.
+std::string junit_xml(const std::vector<SubmissionResult>& results);
+
+// One row per student per gate: student,lab,gate,status,points,max_points,metric,value,threshold.
+std::string gradebook_csv(const std::vector<SubmissionResult>& results);
+
+std::string markdown_report(const std::vector<SubmissionResult>& results, const std::string& title);
+
+// Escaping, exposed for the tests.
+std::string xml_escape(const std::string& s);
+std::string csv_field(const std::string& s, bool text);  // text fields are also guarded against spreadsheet formulas
+
+}  // namespace labgrade

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# On a GPU machine: grades every fault fixture (grader/fixtures, including planted/) and two copies of every lab's
+# reference solution with `labgrade batch`, then checks each student's gate statuses against the fixtures'
+# expectations (GPU column of grader/fixtures/EXPECTED.md) and prints a PASS/FAIL table. Exit status 0 = all PASS.
+#
+# usage: grader/tests/device_fixtures.sh [BUILD_DIR] [extra `labgrade batch` options...]
+#   BUILD_DIR  the build folder (default: build/gpu; configured and built if needed, e.g. cmake --preset gpu)
+#   WORK=DIR   keep the submissions and results there (default: a new folder under /tmp)
+# Examples:
+#   grader/tests/device_fixtures.sh
+#   grader/tests/device_fixtures.sh build/gpu --sandbox none      # compare without bubblewrap
+#   grader/tests/device_fixtures.sh build/gpu --sanitize          # also run compute-sanitizer
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-$root/build/gpu}
+[ $# -gt 0 ] && shift
+build=$(cd "$root" && mkdir -p "$build" && cd "$build" && pwd)
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  (cd "$root" && cmake --preset gpu -B "$build")
+fi
+cmake --build "$build" --target labgrade grader_fakelab_gates_student grader_fakelab_gates_solution -j "$(nproc)"
+labgrade=$build/labgrade
+
+work=${WORK:-$(mktemp -d /tmp/labgrade-fixtures.XXXXXX)}
+mkdir -p "$work"
+echo "== labgrade doctor"
+"$labgrade" --repo "$root" doctor --build-dir "$build" || true
+
+echo "== materialising the fixtures in $work/submissions"
+rm -rf "$work/submissions" "$work/out"
+"$labgrade" --repo "$root" fixtures materialise "$work/submissions" --solution-copies 2
+
+echo "== labgrade batch (logs: $work/batch.log)"
+start=$(date +%s)
+set +e
+"$labgrade" --repo "$root" batch "$work/submissions" --out "$work/out" --build-dir "$build" \
+  --grading-dir "$build/grading" --grading-dir "$build/grader/fakelab/grading" "$@" 2>&1 | tee "$work/batch.log"
+batch_rc=${PIPESTATUS[0]}
+set -e
+echo "== batch exit status $batch_rc after $(( $(date +%s) - start )) s; reports in $work/out (report.md, gradebook.csv, junit.xml)"
+
+echo "== checking the results against the fixtures' expectations (GPU)"
+set +e
+"$labgrade" --repo "$root" fixtures check "$work/out" --gpu yes | tee "$work/check.txt"
+check_rc=${PIPESTATUS[0]}
+set -e
+[ "$batch_rc" -eq 0 ] || echo "note: the batch itself reported grader errors (exit $batch_rc): see $work/batch.log"
+if [ "$check_rc" -eq 0 ] && [ "$batch_rc" -eq 0 ]; then echo "DEVICE FIXTURES: PASS"; else echo "DEVICE FIXTURES: FAIL"; fi
+[ "$check_rc" -eq 0 ] && [ "$batch_rc" -eq 0 ]

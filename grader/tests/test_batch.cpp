@@ -1,0 +1,296 @@
+// `labgrade batch` over the fault fixtures (grader/fixtures) and two copies of the fake lab's solution, without a
+// GPU: every student scored as grader/fixtures/EXPECTED.md says, nothing outside a submission's scratch folder
+// changed, no network reached, and a killed batch resumes without losing or repeating a student.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "devices.h"
+#include "fixtures.h"
+#include "recipe.h"
+#include "sandbox.h"
+#include "test_support.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+// Faults that only a sandbox contains: without one (not root and no bubblewrap) they are left out.
+const std::set<std::string> kHostile = {"tamper", "network", "fork_bomb", "huge_alloc"};
+
+bool can_contain() { return geteuid() == 0 || bwrap_works(); }
+bool can_limit_processes() {
+  std::string why;
+  return geteuid() == 0 || find_cgroup_parent(&why).has_value();
+}
+
+// A private copy of the fake lab (rubric, tests) and a recipe pointing at it: if the sandbox ever failed, the
+// tamper fixture could only damage the copy, and the test notices.
+struct GraderTree {
+  fs::path grading;
+  fs::path lab_copy;
+  std::vector<fs::path> watched;  // files that must not change
+};
+
+GraderTree private_fakelab(const fs::path& dir) {
+  GraderTree t;
+  t.lab_copy = dir / "fakelab";
+  fs::copy(test::fakelab_root(), t.lab_copy, fs::copy_options::recursive);
+  auto recipe = nlohmann::json::parse(read_file(test::fakelab_grading() / "lab99.json"));
+  fs::path lab_dir = t.lab_copy / "labs/99_fake";
+  recipe["lab_dir"] = lab_dir.string();
+  recipe["rubric"] = (lab_dir / "rubric.toml").string();
+  t.grading = dir / "grading";
+  write_file_atomic(t.grading / "lab99.json", recipe.dump(2));
+  for (const auto& e : fs::recursive_directory_iterator(t.lab_copy))
+    if (e.is_regular_file()) t.watched.push_back(e.path());
+  t.watched.push_back(t.grading / "lab99.json");
+  for (const auto& o : recipe["gate_objects"]) t.watched.emplace_back(o.get<std::string>());
+  for (const auto& l : recipe["link_libraries"]) {
+    std::string s = l;
+    if (!s.empty() && s[0] == '/' && fs::is_regular_file(s) && !starts_with(s, "/usr")) t.watched.emplace_back(s);
+  }
+  return t;
+}
+
+std::map<fs::path, std::string> snapshot(const std::vector<fs::path>& files) {
+  std::map<fs::path, std::string> out;
+  for (const auto& f : files) out[f] = fs::exists(f) ? read_file(f) : "<missing>";
+  return out;
+}
+
+std::vector<fs::path> find_named(const fs::path& root, const std::string& name) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->path().filename() == name) out.push_back(it->path());
+  return out;
+}
+
+// A TCP listener on the grading host's loopback: the network fixture must not reach it.
+struct Listener {
+  int fd = -1;
+  explicit Listener(int port) {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<unsigned short>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 16) != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  int accepted() {
+    int n = 0;
+    for (int c; fd >= 0 && (c = accept(fd, nullptr, nullptr)) >= 0; ++n) close(c);
+    return n;
+  }
+  ~Listener() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+std::vector<std::string> batch_args(const fs::path& subs, const fs::path& out, const GraderTree& tree,
+                                    std::vector<std::string> extra = {}, int workers = 2) {
+  std::vector<std::string> argv = {test::labgrade_exe().string(),
+                                   "--repo",
+                                   test::repo_root().string(),
+                                   "batch",
+                                   subs.string(),
+                                   "--out",
+                                   out.string(),
+                                   "--grading-dir",
+                                   tree.grading.string(),
+                                   "--no-build",
+                                   "--gate-timeout",
+                                   "8",
+                                   "--memory-gib",
+                                   "2",
+                                   "--max-processes",
+                                   "64",
+                                   "-j",
+                                   "2",
+                                   "--workers",
+                                   std::to_string(workers)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+std::vector<Fixture> fakelab_fixtures(bool hostile) {
+  std::vector<Fixture> out;
+  for (auto& f : load_fixtures(test::fixtures_dir())) {
+    if (f.lab != "99_fake") continue;
+    if (!hostile && kHostile.count(f.name)) continue;
+    if (f.name == "fork_bomb" && !can_limit_processes()) continue;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+void check_against_fixtures(const fs::path& out, const std::vector<Fixture>& fixtures,
+                            const std::vector<std::string>& solutions) {
+  auto checks = check_fixtures(out, fixtures, query_cuda().ok, solutions);  // on a GPU machine: the GPU column
+  std::ostringstream table;
+  bool ok = print_checks(table, checks);
+  INFO(table.str());
+  CHECK(ok);
+  CHECK(checks.size() >= fixtures.size());
+}
+
+}  // namespace
+
+TEST_CASE("a batch over every fault fixture scores each one and damages nothing", "[batch]") {
+  test::TempDir dir("batch");
+  GraderTree tree = private_fakelab(dir.path);
+  const bool hostile = can_contain();
+  if (!hostile) WARN("no bubblewrap and not root: the hostile fixtures (tamper, network, fork bomb) are left out");
+  auto fixtures = fakelab_fixtures(hostile);
+  fs::path subs = dir.path / "submissions", out = dir.path / "out";
+  for (const auto& f : fixtures) materialise(f, subs / f.name, {test::fakelab_root()});
+  for (const char* s : {"solution_1", "solution_2"}) materialise_solutions(subs / s, {test::fakelab_root()});
+
+  auto before = snapshot(tree.watched);
+  bool tmp_marker_before = fs::exists("/tmp/TAMPERED");
+  Listener listener(47999);
+
+  auto r = run_command(batch_args(subs, out, tree), 1200);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, ContainsSubstring("[" + std::to_string(fixtures.size() + 2) + "/"));  // progress lines
+
+  check_against_fixtures(out, fixtures, {"solution_1", "solution_2"});
+
+  // Nothing the submissions could reach changed; no marker file outside their (removed) scratch folders.
+  auto after = snapshot(tree.watched);
+  for (const auto& [file, content] : before) {
+    INFO(file.string());
+    CHECK(after[file] == content);
+  }
+  CHECK(find_named(dir.path, "TAMPERED").empty());
+  CHECK(fs::exists("/tmp/TAMPERED") == tmp_marker_before);
+  CHECK_FALSE(fs::exists(test::repo_root() / "TAMPERED"));
+  CHECK_FALSE(fs::exists(test::build_dir() / "TAMPERED"));
+  if (hostile && listener.fd >= 0) CHECK(listener.accepted() == 0);
+  CHECK_FALSE(fs::exists(out / ".work"));  // scratch folders are removed
+
+  // Per student: Gradescope results.json, the full result.json, logs; class-wide outputs.
+  for (const auto& f : fixtures) {
+    INFO(f.name);
+    auto gs = nlohmann::json::parse(read_file(out / f.name / "results.json"));
+    CHECK(gs["max_score"] == 21.0);  // the grader's rubric, not the one own_tests brought
+    CHECK(gs["tests"].size() == 5);
+    auto full = nlohmann::json::parse(read_file(out / f.name / "result.json"));
+    CHECK(full["compile_seconds"].get<double>() > 0);
+  }
+  auto sol = nlohmann::json::parse(read_file(out / "solution_1" / "result.json"));
+  CHECK(sol["score"] == (query_cuda().ok ? 21.0 : 11.0));  // without a GPU step1.correct (10) is skipped
+  std::string csv = read_file(out / "gradebook.csv");
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 5 * static_cast<long>(fixtures.size() + 2));
+  CHECK_THAT(read_file(out / "junit.xml"), ContainsSubstring("<testsuite name=\"host_segfault/lab99\""));
+  CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("## host_segfault"));
+  CHECK_THAT(read_file(out / "compile_error" / "result.json"), ContainsSubstring("student/fake.cu("));
+
+  // Running the batch again repeats nothing.
+  auto again = run_command(batch_args(subs, out, tree), 600);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, ContainsSubstring(std::to_string(fixtures.size() + 2) + " already graded"));
+}
+
+TEST_CASE("without bubblewrap (as root): uid - process limit and network namespace still contain", "[batch]") {
+  if (geteuid() != 0) {
+    SUCCEED("needs root: the dedicated-uid sandbox");
+    return;
+  }
+  test::TempDir dir("nobwrap");
+  GraderTree tree = private_fakelab(dir.path);
+  std::vector<Fixture> fixtures;
+  for (auto& f : load_fixtures(test::fixtures_dir()))
+    if (f.name == "tamper" || f.name == "network" || f.name == "fork_bomb" || f.name == "host_segfault")
+      fixtures.push_back(std::move(f));
+  fs::path subs = dir.path / "submissions", out = dir.path / "out";
+  for (const auto& f : fixtures) materialise(f, subs / f.name, {test::fakelab_root()});
+  materialise_solutions(subs / "solution_1", {test::fakelab_root()});
+  auto before = snapshot(tree.watched);
+  Listener listener(47999);
+  auto r = run_command(batch_args(subs, out, tree, {"--sandbox", "none"}), 900);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, ContainsSubstring("sandbox: none"));
+  check_against_fixtures(out, fixtures, {"solution_1"});
+  auto after = snapshot(tree.watched);
+  for (const auto& [file, content] : before) CHECK(after[file] == content);
+  CHECK(find_named(dir.path, "TAMPERED").empty());
+  if (listener.fd >= 0) CHECK(listener.accepted() == 0);
+}
+
+TEST_CASE("a killed batch resumes without losing or repeating a student", "[batch]") {
+  test::TempDir dir("resume");
+  GraderTree tree = private_fakelab(dir.path);
+  std::vector<Fixture> fixtures;
+  for (auto& f : load_fixtures(test::fixtures_dir()))
+    if (f.name == "host_segfault" || f.name == "compile_error" || f.name == "host_hang" || f.name == "not_faster")
+      fixtures.push_back(std::move(f));
+  fs::path subs = dir.path / "submissions", out = dir.path / "out";
+  for (const auto& f : fixtures) materialise(f, subs / f.name, {test::fakelab_root()});
+  for (const char* s : {"solution_1", "solution_2"}) materialise_solutions(subs / s, {test::fakelab_root()});
+  const std::size_t total = fixtures.size() + 2;
+
+  // Start a batch with one worker and kill it (the whole process group) once two students are done.
+  auto count_done = [&] {
+    std::size_t n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out, ec)) n += fs::exists(e.path() / "result.json");
+    return n;
+  };
+  ProcessSpec ps;
+  ps.argv = batch_args(subs, out, tree, {}, 1);
+  ps.inherit_env = true;
+  ps.output = dir.path / "first.log";
+  std::map<std::string, fs::file_time_type> done_first;
+  {
+    Process first(ps);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+    while (count_done() < 2 && !first.poll() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    first.kill_all();
+    first.wait();
+  }
+  INFO(read_file(dir.path / "first.log"));
+  for (const auto& e : fs::directory_iterator(out))
+    if (fs::exists(e.path() / "result.json"))
+      done_first[e.path().filename().string()] = fs::last_write_time(e.path() / "result.json");
+  REQUIRE(done_first.size() >= 2);
+  REQUIRE(done_first.size() < total);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // distinguishable modification times
+
+  auto r = run_command(batch_args(subs, out, tree), 900);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, ContainsSubstring(std::to_string(done_first.size()) + " already graded"));
+  CHECK(count_done() == total);
+  for (const auto& [student, mtime] : done_first) {
+    INFO(student);
+    CHECK(fs::last_write_time(out / student / "result.json") == mtime);  // not graded twice
+  }
+  check_against_fixtures(out, fixtures, {"solution_1", "solution_2"});
+}

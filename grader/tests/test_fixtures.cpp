@@ -1,0 +1,124 @@
+// The fixture builder (plain folders and patch.toml), the expectation rules, and taking only the student's files
+// from a submission.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <fstream>
+
+#include "batch.h"
+#include "fixtures.h"
+#include "recipe.h"
+#include "test_support.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+TEST_CASE("every fixture in grader/fixtures loads and materialises", "[fixtures]") {
+  auto fixtures = load_fixtures(test::fixtures_dir());
+  REQUIRE(fixtures.size() >= 16);
+  test::TempDir dir("fixtures");
+  std::vector<fs::path> roots = {test::repo_root(), test::fakelab_root()};
+  for (const auto& f : fixtures) {
+    INFO(f.name);
+    CHECK_FALSE(f.expect.empty());
+    CHECK_FALSE(f.lab.empty());
+    materialise(f, dir.path / f.name, roots);  // every replacement matches exactly once
+    CHECK(fs::exists(dir.path / f.name / "labs" / f.lab / "student"));
+    CHECK_FALSE(fs::exists(dir.path / f.name / "expect.toml"));
+  }
+  // A patch fixture starts from the solution and changes only what it says.
+  std::string segv = read_file(dir.path / "host_segfault" / "labs/99_fake/student/fake.cu");
+  CHECK_THAT(segv, ContainsSubstring("volatile int* p = nullptr"));
+  CHECK_THAT(segv, ContainsSubstring("long long sum_fast"));
+}
+
+TEST_CASE("a replacement must match exactly once", "[fixtures]") {
+  test::TempDir dir("patch");
+  auto write_patch = [&](const std::string& name, const std::string& from) {
+    fs::create_directories(dir.path / name);
+    std::ofstream(dir.path / name / "patch.toml")
+        << "expect = { \"*\" = \"passed\" }\n[[replace]]\nfile = \"labs/99_fake/student/fake.cu\"\nfrom = \"" << from
+        << "\"\nto = \"X\"\n";
+    return load_fixture(dir.path / name);
+  };
+  std::vector<fs::path> roots = {test::fakelab_root()};
+  CHECK_THROWS_WITH(materialise(write_patch("none", "no such text"), dir.path / "out1", roots),
+                    ContainsSubstring("occurs 0 times"));
+  CHECK_THROWS_WITH(materialise(write_patch("twice", "long long s = 0;"), dir.path / "out2", roots),
+                    ContainsSubstring("occurs 2 times"));
+  materialise(write_patch("once", "int add(int a, int b)"), dir.path / "out3", roots);
+  CHECK_THAT(read_file(dir.path / "out3/labs/99_fake/student/fake.cu"), ContainsSubstring("X { return a + b; }"));
+  // `expect` written after [[replace]] (inside that table in TOML) is accepted too.
+  fs::create_directories(dir.path / "late");
+  std::ofstream(dir.path / "late" / "patch.toml")
+      << "[[replace]]\nfile = \"labs/99_fake/student/fake.cu\"\n"
+         "from = \"a\"\nto = \"b\"\nexpect = { \"cpu.add\" = \"failed\" }\n";
+  CHECK(load_fixture(dir.path / "late").expect.at("cpu.add") == std::vector<Status>{Status::failed});
+}
+
+TEST_CASE("without a GPU - GPU gates are expected to be skipped", "[fixtures]") {
+  Fixture f;
+  f.expect["step1.correct"] = {Status::crashed};
+  f.expect["*"] = {Status::passed};
+  GateResult gpu, cpu;
+  gpu.id = "step1.correct";
+  gpu.kind = "correctness";
+  cpu.id = "cpu.add";
+  cpu.kind = "cpu";
+  CHECK(expected_statuses(f, gpu, true) == std::vector<Status>{Status::crashed});
+  CHECK(expected_statuses(f, gpu, false) == std::vector<Status>{Status::skipped});
+  CHECK(expected_statuses(f, cpu, false) == std::vector<Status>{Status::passed});
+  Fixture broken;
+  broken.expect["*"] = {Status::build_failed};
+  CHECK(expected_statuses(broken, gpu, false) == std::vector<Status>{Status::build_failed});
+  Fixture startup;
+  startup.expect["*"] = {Status::crashed};
+  startup.expect_nogpu["*"] = {Status::crashed};
+  CHECK(expected_statuses(startup, gpu, false) == std::vector<Status>{Status::crashed});
+}
+
+TEST_CASE("only the recipe's student files are taken - never through a symbolic link", "[fixtures][batch]") {
+  test::TempDir dir("copy");
+  Recipe r;
+  r.name = "99_fake";
+  r.student_sources = {"fake.cu"};
+  fs::path sub = dir.path / "sub";
+  fs::create_directories(sub / "labs/99_fake/student");
+  fs::create_directories(sub / "labs/99_fake/tests");
+  std::ofstream(sub / "labs/99_fake/student/fake.cu") << "int x;\n";
+  std::ofstream(sub / "labs/99_fake/student/junk.cu") << "junk\n";
+  std::ofstream(sub / "labs/99_fake/tests/gates.cpp") << "fake tests\n";
+  CHECK(copy_student_sources(sub, r, dir.path / "dest") == "");
+  CHECK(read_file(dir.path / "dest/fake.cu") == "int x;\n");
+  CHECK_FALSE(fs::exists(dir.path / "dest/junk.cu"));
+
+  CHECK_THAT(copy_student_sources(dir.path / "nobody", r, dir.path / "d2"), ContainsSubstring("not submitted"));
+
+  fs::path link_file = dir.path / "link_file";
+  fs::create_directories(link_file / "labs/99_fake/student");
+  fs::create_symlink(test::fakelab_root() / "solutions/99_fake/fake.cu", link_file / "labs/99_fake/student/fake.cu");
+  CHECK_THAT(copy_student_sources(link_file, r, dir.path / "d3"), ContainsSubstring("symbolic link"));
+
+  fs::path link_dir = dir.path / "link_dir";
+  fs::create_directories(link_dir / "labs/99_fake");
+  fs::create_directory_symlink(test::fakelab_root() / "solutions/99_fake", link_dir / "labs/99_fake/student");
+  CHECK_THAT(copy_student_sources(link_dir, r, dir.path / "d4"), ContainsSubstring("symbolic link"));
+  CHECK_FALSE(fs::exists(dir.path / "d4/fake.cu"));
+}
+
+TEST_CASE("build errors are summarised for students", "[fixtures]") {
+  std::string link =
+      "/usr/bin/ld: /tmp/x/obj/lab99/fake.cu.o: in function `f':\n"
+      "fake.cu:(.text+0x1): undefined reference to `lab99::sum(std::vector<int, std::allocator<int> > const&)'\n"
+      "collect2: error: ld returned 1 exit status\n";
+  std::string s = summarize_build_errors(link, {{"/tmp/x/", ""}});
+  CHECK_THAT(s, ContainsSubstring("missing function"));
+  CHECK_THAT(s, ContainsSubstring("lab99::sum(std::vector"));
+  std::string nvcc =
+      "/tmp/x/src/labs/99_fake/student/fake.cu(7): error: expected a \";\"\n"
+      "  int add(int a, int b) { return a + b }\n"
+      "                                      ^\n\n"
+      "1 error detected in the compilation of \"/tmp/x/src/labs/99_fake/student/fake.cu\".\n";
+  std::string c = summarize_build_errors(nvcc, {{"/tmp/x/src/labs/99_fake/student/", "student/"}});
+  CHECK_THAT(c, ContainsSubstring("student/fake.cu(7): error: expected a \";\""));
+  CHECK_THAT(c, ContainsSubstring("^"));
+}

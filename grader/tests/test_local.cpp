@@ -1,0 +1,83 @@
+// `labgrade [LAB...]` on the fake lab's prebuilt gate binaries: the student skeleton and the solution, every output
+// format, without a GPU.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "devices.h"
+#include "scoring.h"
+#include "test_support.h"
+#include "util.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+std::map<std::string, std::string> statuses(const nlohmann::json& gradescope) {
+  std::map<std::string, std::string> out;
+  for (const auto& t : gradescope["tests"]) {
+    std::string name = t["name"];  // "lab99 cpu.add: title"
+    std::string id = name.substr(6, name.find(':') - 6);
+    std::string output = t["output"];
+    out[id] = output.substr(8, output.find('\n') - 8);  // "status: X"
+  }
+  return out;
+}
+
+CommandResult grade(const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {
+      test::labgrade_exe().string(), "--repo",        test::repo_root().string(),       "--no-build",     "--build-dir",
+      test::build_dir().string(),    "--grading-dir", test::fakelab_grading().string(), "--gate-timeout", "60"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run_command(argv, 600);
+}
+
+}  // namespace
+
+TEST_CASE("grading the solutions of the fake lab", "[local]") {
+  test::TempDir dir("local");
+  auto r =
+      grade({"--solutions", "99", "--json", (dir.path / "r.json").string(), "--junit", (dir.path / "r.xml").string(),
+             "--csv", (dir.path / "r.csv").string(), "--markdown", (dir.path / "r.md").string()});
+  INFO(r.output);
+  bool gpu = query_cuda().ok;
+  CHECK(r.exit_code == (gpu ? 0 : 1));  // without a GPU step1.correct is skipped, so not every gate passed
+  CHECK_THAT(r.output, ContainsSubstring("cpu.speed"));
+  auto j = nlohmann::json::parse(read_file(dir.path / "r.json"));
+  auto st = statuses(j);
+  CHECK(st["cpu.add"] == "passed");
+  CHECK(st["cpu.sum"] == "passed");
+  CHECK(st["cpu.speed"] == "passed");
+  CHECK(st["cpu.negative"] == "passed");  // the hidden gate: graded in the instructor's tree
+  CHECK(st["step1.correct"] == (gpu ? "passed" : "skipped"));
+  if (!gpu) CHECK_THAT(r.output, ContainsSubstring("no CUDA device"));
+  CHECK(j["max_score"] == 21.0);
+  REQUIRE(j.contains("leaderboard"));
+  CHECK(j["leaderboard"][0]["value"].get<double>() > 2.0);
+  CHECK_THAT(read_file(dir.path / "r.xml"), ContainsSubstring("<testsuite name=\"lab99\""));
+  CHECK_THAT(read_file(dir.path / "r.csv"), ContainsSubstring("local,99,cpu.speed,passed,5,5,ratio,"));
+  CHECK_THAT(read_file(dir.path / "r.md"), ContainsSubstring("| `cpu.add` | passed | 2/2 |"));
+}
+
+TEST_CASE("grading the skeleton: every step not implemented", "[local]") {
+  test::TempDir dir("skeleton");
+  auto r = grade({"fake", "--no-hidden", "--json", (dir.path / "r.json").string()});
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  auto st = statuses(nlohmann::json::parse(read_file(dir.path / "r.json")));
+  CHECK(st.count("cpu.negative") == 0);  // --no-hidden
+  CHECK(st["cpu.add"] == "not_implemented");
+  CHECK(st["cpu.speed"] == "not_implemented");
+  CHECK_THAT(r.output, ContainsSubstring("not implemented: add"));
+}
+
+TEST_CASE("doctor reports this machine and fails only on missing tools", "[local]") {
+  auto r = run_command({test::labgrade_exe().string(), "--repo", test::repo_root().string(), "doctor", "--build-dir",
+                        test::build_dir().string()},
+                       120);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);  // nvcc and cmake are installed wherever these tests build
+  CHECK_THAT(r.output, ContainsSubstring("nvcc"));
+  CHECK_THAT(r.output, ContainsSubstring("cmake"));
+  if (!query_cuda().ok) CHECK_THAT(r.output, ContainsSubstring("GPU gates will be skipped"));
+}

@@ -1,0 +1,81 @@
+// The student release: rubric rewriting, and a release of this repository that configures as it is.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "labkit/rubric.h"
+#include "release.h"
+#include "test_support.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+TEST_CASE("hidden gates are removed from a rubric with their comments - the rest is kept", "[release]") {
+  std::string text = read_file(test::fakelab_root() / "labs/99_fake/rubric.toml");
+  int dropped = 0;
+  std::string out = strip_hidden_gates(text, "rubric.toml", &dropped);
+  CHECK(dropped == 1);
+  auto r = labkit::parse_rubric(out, "out");
+  CHECK(r.gates.size() == 4);
+  CHECK(r.find("cpu.negative") == nullptr);
+  CHECK(r.leaderboard_gate == "cpu.speed");
+  CHECK_THAT(out, ContainsSubstring("# Rubric of the grader's fake lab"));
+  CHECK(out.find("# Hidden: negative numbers") == std::string::npos);
+}
+
+TEST_CASE("a hidden gate in the middle - multi-line strings and the comments of the next gate", "[release]") {
+  std::string text = R"(lab = "05"
+# gate a
+[[gate]]
+id = "a"
+hint = """
+[[gate]] inside a string
+"""
+# gate h (hidden)
+[[gate]]
+id = "h"
+hidden = true
+
+# gate b: keep this comment
+[[gate]]
+id = "b"
+)";
+  std::string out = strip_hidden_gates(text, "r.toml");
+  auto r = labkit::parse_rubric(out, "out");
+  REQUIRE(r.gates.size() == 2);
+  CHECK(r.gates[0].id == "a");
+  CHECK(r.gates[1].id == "b");
+  CHECK_THAT(out, ContainsSubstring("# gate b: keep this comment"));
+  CHECK_THAT(out, ContainsSubstring("[[gate]] inside a string"));
+  CHECK(out.find("gate h") == std::string::npos);
+  CHECK_THROWS(
+      strip_hidden_gates("lab = \"1\"\n[leaderboard]\ngate = \"h\"\n[[gate]]\nid = \"h\"\nhidden = true\n"
+                         "[[gate]]\nid = \"v\"\n",
+                         "lb.toml"));
+}
+
+TEST_CASE("labgrade release writes a tree without solutions or hidden gates that configures", "[release]") {
+  test::TempDir dir("release");
+  fs::path rel = dir.path / "rel";
+  auto r =
+      run_command({test::labgrade_exe().string(), "--repo", test::repo_root().string(), "release", rel.string()}, 300);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(fs::exists(rel / "CMakeLists.txt"));
+  CHECK(fs::exists(rel / "grader/CMakeLists.txt"));
+  CHECK(fs::exists(rel / "grader/fixtures/EXPECTED.md"));
+  CHECK_FALSE(fs::exists(rel / "solutions"));
+  CHECK_FALSE(fs::exists(rel / "grader/fixtures/planted"));
+  CHECK_FALSE(fs::exists(rel / "build"));
+  std::error_code ec;
+  for (const auto& lab : fs::directory_iterator(rel / "labs", ec)) {
+    INFO(lab.path().string());
+    CHECK_FALSE(fs::exists(lab.path() / "tests/hidden"));
+    if (!fs::exists(lab.path() / "rubric.toml")) continue;
+    auto rubric = labkit::load_rubric((lab.path() / "rubric.toml").string());
+    for (const auto& g : rubric.gates) CHECK_FALSE(g.hidden);
+  }
+  // The release must configure as it is (no solutions/, no hidden tests).
+  auto cfg = run_command({"cmake", "--preset", "ci"}, 600, rel);
+  INFO(cfg.output);
+  CHECK(cfg.exit_code == 0);
+}

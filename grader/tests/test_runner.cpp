@@ -1,0 +1,210 @@
+// The runner against a scripted stand-in for a gate binary: crashes, context loss (exit 3), hangs, exit() inside a
+// gate, missing gates, start-up crashes, the lab's time limit. No compiler, no GPU.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <fstream>
+
+#include "runner.h"
+#include "test_support.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+// Behaves like labkit's gate main: result lines on fd 3, the gates named on the command line in order. What gate
+// `b` does depends on $SCENARIO; it knows the gates a, b, c (and d only when $KNOW_D is set).
+const char* kScript = R"(#!/bin/bash
+shift 4  # --labkit-results /dev/fd/3 --labkit-rubric FILE
+IFS=, read -ra gates <<< "$1"  # the gates, comma-separated as Catch2 takes them
+emit() { echo "$1" >&3; }
+[ "$SCENARIO" = startup ] && kill -SEGV $$
+emit '{"event":"run_start","lab":"98","seed":7,"device":"none","rubric":"r"}'
+for g in "${gates[@]}"; do
+  case "$g" in a|b|c) ;; d) [ -n "$KNOW_D" ] || continue ;; *) continue ;; esac
+  emit "{\"event\":\"gate_start\",\"gate\":\"$g\"}"
+  if [ "$g" = b ]; then
+    case "$SCENARIO" in
+      segv) echo "about to crash"; kill -SEGV $$ ;;
+      catch2segv)  # what Catch2's signal handler does: report the gate and the run, then die of the signal
+        emit '{"event":"gate_end","gate":"b","status":"crashed","message":"the gate binary crashed: SIGSEGV - Segmentation violation signal","seconds":0}'
+        emit '{"event":"run_end","passed":1,"failed":1,"skipped":0}'
+        kill -SEGV $$ ;;
+      context) emit '{"event":"gate_end","gate":"b","status":"crashed","message":"the CUDA context was destroyed","seconds":0}'; exit 3 ;;
+      hang) sleep 1000 ;;
+      exit0) exit 0 ;;
+      forge) emit '{"event":"gate_end","gate":"b","status":"passed","message":"","seconds":0}' ;;
+      slowall) sleep 1000 ;;
+      sanitize) echo "========= Invalid __global__ write of size 4 bytes" ;;  # as compute-sanitizer reports
+    esac
+  fi
+  [ "$SCENARIO" = slowall ] && sleep 1000
+  emit "{\"event\":\"metric\",\"gate\":\"$g\",\"name\":\"ratio\",\"value\":3,\"unit\":\"x\"}"
+  emit "{\"event\":\"gate_end\",\"gate\":\"$g\",\"status\":\"passed\",\"message\":\"\",\"seconds\":0.01}"
+done
+emit '{"event":"run_end","passed":3,"failed":0,"skipped":0}'
+)";
+
+struct Fixture {
+  test::TempDir dir{"runner"};
+  GateRunSpec spec;
+  LabResult lab;
+  explicit Fixture(const std::string& scenario, std::vector<std::string> gates = {"a", "b", "c"}) {
+    fs::path script = dir.path / "gates.sh";
+    std::ofstream(script) << kScript;
+    fs::permissions(script, fs::perms::owner_all);
+    spec.exe = script;
+    spec.rubric = dir.path / "rubric.toml";
+    spec.log_dir = dir.path / "logs";
+    fs::create_directories(spec.log_dir);
+    spec.gate_time_limit_s = 2;
+    spec.time_limit_s = 30;
+    spec.process.env = {{"PATH", "/usr/bin:/bin"}, {"SCENARIO", scenario}};
+    lab.lab = "98";
+    for (const auto& g : gates) {
+      GateResult r;
+      r.id = g;
+      r.kind = "cpu";
+      r.max_points = 1;
+      lab.gates.push_back(r);
+    }
+  }
+  Status status(const std::string& id) const {
+    for (const auto& g : lab.gates)
+      if (g.id == id) return g.status;
+    return Status::missing;
+  }
+  const GateResult& gate(const std::string& id) const {
+    for (const auto& g : lab.gates)
+      if (g.id == id) return g;
+    throw std::runtime_error("no gate " + id);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("every gate passes in a clean run", "[runner]") {
+  Fixture f("none");
+  run_gates(f.lab, f.spec);
+  for (const char* g : {"a", "b", "c"}) CHECK(f.status(g) == Status::passed);
+  CHECK(f.gate("a").metrics.at("ratio").value == 3);
+  CHECK(f.lab.seed == 7u);
+  CHECK(f.lab.notes.empty());
+}
+
+TEST_CASE("a crash inside a gate costs that gate and the binary is restarted for the rest", "[runner]") {
+  Fixture f("segv");
+  run_gates(f.lab, f.spec);
+  CHECK(f.status("a") == Status::passed);
+  CHECK(f.status("b") == Status::crashed);
+  CHECK_THAT(f.gate("b").message, ContainsSubstring("SIGSEGV"));
+  CHECK_THAT(f.gate("b").message, ContainsSubstring("about to crash"));  // the console tail
+  CHECK(f.status("c") == Status::passed);
+  REQUIRE(f.lab.notes.size() == 1);
+  CHECK_THAT(f.lab.notes[0], ContainsSubstring("restarted"));
+}
+
+TEST_CASE("a crash reported by Catch2's signal handler (gate_end and run_end - then the signal) restarts", "[runner]") {
+  Fixture f("catch2segv");
+  run_gates(f.lab, f.spec);
+  CHECK(f.status("a") == Status::passed);
+  CHECK(f.status("b") == Status::crashed);
+  CHECK_THAT(f.gate("b").message, ContainsSubstring("SIGSEGV"));
+  CHECK(f.status("c") == Status::passed);
+}
+
+TEST_CASE("exit code 3 after gate_end(crashed) restarts the binary", "[runner]") {
+  Fixture f("context");
+  run_gates(f.lab, f.spec);
+  CHECK(f.status("a") == Status::passed);
+  CHECK(f.status("b") == Status::crashed);
+  CHECK(f.status("c") == Status::passed);
+}
+
+TEST_CASE("a gate that hangs is killed at the gate time limit", "[runner]") {
+  Fixture f("hang");
+  auto start = std::chrono::steady_clock::now();
+  run_gates(f.lab, f.spec);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(f.status("a") == Status::passed);
+  CHECK(f.status("b") == Status::timeout);
+  CHECK_THAT(f.gate("b").message, ContainsSubstring("time limit"));
+  CHECK(f.status("c") == Status::passed);
+  CHECK(took < 10);
+}
+
+TEST_CASE("exit() inside a gate is a crash of that gate", "[runner]") {
+  Fixture f("exit0");
+  run_gates(f.lab, f.spec);
+  CHECK(f.status("b") == Status::crashed);
+  CHECK_THAT(f.gate("b").message, ContainsSubstring("exit code 0"));
+  CHECK(f.status("c") == Status::passed);
+}
+
+TEST_CASE("a forged gate_end does not count", "[runner]") {
+  Fixture f("forge");
+  run_gates(f.lab, f.spec);
+  CHECK(f.status("a") == Status::passed);
+  CHECK(f.status("b") == Status::failed);
+  CHECK_THAT(f.gate("b").message, ContainsSubstring("result channel"));
+  CHECK(f.status("c") == Status::passed);
+}
+
+TEST_CASE("a gate the binary does not have is missing", "[runner]") {
+  Fixture f("none", {"a", "b", "c", "d"});
+  run_gates(f.lab, f.spec);
+  CHECK(f.status("c") == Status::passed);
+  CHECK(f.status("d") == Status::missing);
+  CHECK_THAT(f.gate("d").message, ContainsSubstring("no gate named `d`"));
+}
+
+TEST_CASE("a crash before the first gate fails every gate once - without a restart loop", "[runner]") {
+  Fixture f("startup");
+  run_gates(f.lab, f.spec);
+  for (const char* g : {"a", "b", "c"}) {
+    CHECK(f.status(g) == Status::crashed);
+    CHECK_THAT(f.gate(g).message, ContainsSubstring("before running any gate"));
+  }
+}
+
+TEST_CASE("the lab's time limit stops the whole run", "[runner]") {
+  Fixture f("slowall");
+  f.spec.gate_time_limit_s = 20;
+  f.spec.time_limit_s = 2;
+  run_gates(f.lab, f.spec);
+  CHECK(f.status("a") == Status::timeout);
+  CHECK(f.status("b") == Status::timeout);
+  CHECK_THAT(f.gate("b").message, ContainsSubstring("not run"));
+}
+
+TEST_CASE("gate ids are escaped for Catch2's test-spec syntax", "[runner]") {
+  CHECK(catch2_test_arg("step1.correct") == "step1.correct");
+  CHECK(catch2_test_arg("a,b") == "a\\,b");
+  CHECK(catch2_test_arg("x[y]*") == "x\\[y\\]\\*");
+}
+
+TEST_CASE("the sanitizer pass runs each gate alone and reports its findings", "[runner]") {
+  Fixture f("sanitize");
+  fs::path bin = f.dir.path / "bin";
+  fs::create_directories(bin);
+  // A stand-in for compute-sanitizer: skips its options, runs the program and counts the reports it printed.
+  std::ofstream(bin / "compute-sanitizer")
+      << "#!/bin/bash\nwhile [[ \"$1\" == --* ]]; do shift 2; done\nout=$(\"$@\"); rc=$?\nprintf '%s\\n' \"$out\"\n"
+         "n=$(printf '%s\\n' \"$out\" | grep -c '^========= Invalid')\necho \"========= ERROR SUMMARY: $n errors\"\n"
+         "exit $rc\n";
+  fs::permissions(bin / "compute-sanitizer", fs::perms::owner_all);
+  std::string old_path = std::getenv("PATH");
+  setenv("PATH", (bin.string() + ":" + old_path).c_str(), 1);  // where the grader looks for compute-sanitizer
+  run_gates(f.lab, f.spec);
+  run_sanitizer(f.lab, f.spec, "memcheck", true);
+  setenv("PATH", old_path.c_str(), 1);
+  REQUIRE(f.lab.sanitizer.size() == 1);
+  CHECK(f.lab.sanitizer[0].tool == "memcheck");
+  CHECK(f.lab.sanitizer[0].errors == 1);
+  CHECK_THAT(f.lab.sanitizer[0].excerpt, ContainsSubstring("Invalid __global__ write"));
+  CHECK(f.gate("a").sanitizer.empty());
+  CHECK_THAT(f.gate("b").sanitizer, ContainsSubstring("memcheck: 1 error"));
+  CHECK(f.status("a") == Status::passed);
+  CHECK(f.status("b") == Status::failed);  // --sanitize-strict
+  CHECK_THAT(f.gate("b").message, ContainsSubstring("compute-sanitizer"));
+}

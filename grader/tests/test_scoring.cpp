@@ -1,0 +1,160 @@
+// The result channel parser and the rubric scoring.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "scoring.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+const char* kRubric = R"(
+lab = "98"
+title = "scoring test"
+[leaderboard]
+gate = "s.speed"
+metric = "candidate_rate"
+order = "desc"
+[[gate]]
+id = "a"
+kind = "cpu"
+points = 2
+[[gate]]
+id = "s.speed"
+kind = "speed"
+points = 5
+metric = "ratio"
+threshold = 2.0
+reference = 6.0
+[[gate]]
+id = "h"
+kind = "cpu"
+points = 1
+hidden = true
+)";
+
+std::string line(const std::string& s) { return s + "\n"; }
+const std::string kRunStart = line(R"({"event":"run_start","lab":"98","seed":42,"device":"none","rubric":"r"})");
+
+}  // namespace
+
+TEST_CASE("the channel parser reads events split at any byte", "[channel]") {
+  std::string all = kRunStart + line(R"({"event":"gate_start","gate":"a"})") +
+                    line(R"({"event":"metric","gate":"a","name":"ratio","value":1.5,"unit":"x"})") +
+                    line(R"({"event":"gate_end","gate":"a","status":"passed","message":"","seconds":0.5})") +
+                    line(R"({"event":"run_end","passed":1,"failed":0,"skipped":0})");
+  for (std::size_t chunk : {1u, 3u, 7u, 64u, 10000u}) {
+    ChannelParser p;
+    for (std::size_t i = 0; i < all.size(); i += chunk) p.feed(all.substr(i, chunk));
+    p.finish();
+    REQUIRE(p.run_started());
+    REQUIRE(p.run_ended());
+    REQUIRE(p.seed() == 42u);
+    REQUIRE(p.ended().count("a") == 1);
+    CHECK(p.ended().at("a").status == Status::passed);
+    CHECK(p.ended().at("a").metrics.at("ratio").value == 1.5);
+    CHECK_FALSE(p.ended().at("a").tainted);
+    CHECK(p.anomalies().empty());
+  }
+}
+
+TEST_CASE("the channel parser: a gate_start without gate_end is the open gate", "[channel]") {
+  ChannelParser p;
+  p.feed(kRunStart + line(R"({"event":"gate_start","gate":"a"})") + R"({"event":"gate_end","gate":"a","sta)");
+  p.finish();  // the writer died mid-line
+  CHECK(p.open_gate() == "a");
+  CHECK(p.ended().empty());
+}
+
+TEST_CASE("the channel parser ignores lines before run_start and taints out-of-protocol lines", "[channel]") {
+  ChannelParser p;
+  // A global constructor forging a pass before the run starts: ignored.
+  p.feed(line(R"({"event":"gate_end","gate":"a","status":"passed"})") + kRunStart);
+  CHECK(p.ended().empty());
+  CHECK(p.anomalies().size() == 1);
+  // Inside gate a: garbage, then the real end.
+  p.feed(line(R"({"event":"gate_start","gate":"a"})") + line("All tests passed") +
+         line(R"({"event":"gate_end","gate":"a","status":"passed","message":"","seconds":0})"));
+  REQUIRE(p.ended().count("a"));
+  CHECK(p.ended().at("a").tainted);
+  // A forged second end of a gate that already ended taints it too.
+  ChannelParser q;
+  q.feed(kRunStart + line(R"({"event":"gate_start","gate":"a"})") +
+         line(R"({"event":"gate_end","gate":"a","status":"passed","message":"","seconds":0})") +
+         line(R"({"event":"gate_end","gate":"a","status":"failed","message":"","seconds":0})"));
+  CHECK(q.ended().at("a").tainted);
+  // Statuses only the grader may give are not accepted from the binary.
+  ChannelParser r;
+  r.feed(kRunStart + line(R"({"event":"gate_start","gate":"a"})") +
+         line(R"({"event":"gate_end","gate":"a","status":"missing","message":"","seconds":0})"));
+  CHECK(r.ended().at("a").status == Status::failed);
+}
+
+TEST_CASE("make_lab_result keeps hidden gates only for the instructor's tree", "[rubric]") {
+  auto rubric = labkit::parse_rubric(kRubric, "test.toml");
+  CHECK(make_lab_result(rubric, "98_x", true).gates.size() == 3);
+  auto lab = make_lab_result(rubric, "98_x", false);
+  REQUIRE(lab.gates.size() == 2);
+  CHECK(lab.max_score() == 7);
+}
+
+TEST_CASE("a speed gate passes only when the reported metric reaches the threshold", "[rubric]") {
+  auto rubric = labkit::parse_rubric(kRubric, "test.toml");
+  auto run = [&](Status status, std::optional<double> ratio) {
+    LabResult lab = make_lab_result(rubric, "98_x", true);
+    for (auto& g : lab.gates) g.status = Status::passed;
+    lab.gates[1].status = status;
+    if (ratio) lab.gates[1].metrics["ratio"] = {*ratio, "x"};
+    lab.gates[1].metrics["candidate_rate"] = {1234.0, "GFLOP/s"};
+    apply_rubric(lab);
+    return lab;
+  };
+  auto ok = run(Status::passed, 2.5);
+  CHECK(ok.gates[1].status == Status::passed);
+  CHECK(ok.gates[1].points == 5);
+  CHECK(ok.gates[1].measured == 2.5);
+  CHECK(ok.score() == 8);
+  CHECK(ok.leaderboard_value == 1234.0);
+
+  // The binary says passed, the figure says otherwise: the grader's re-check wins.
+  auto lying = run(Status::passed, 1.2);
+  CHECK(lying.gates[1].status == Status::failed);
+  CHECK(lying.gates[1].points == 0);
+  CHECK_THAT(lying.gates[1].message, ContainsSubstring("below the threshold"));
+  CHECK_FALSE(lying.leaderboard_value.has_value());
+
+  auto no_metric = run(Status::passed, std::nullopt);
+  CHECK(no_metric.gates[1].status == Status::failed);
+  CHECK_THAT(no_metric.gates[1].message, ContainsSubstring("reported no `ratio`"));
+
+  auto failed = run(Status::failed, 1.2);
+  CHECK(failed.gates[1].status == Status::failed);
+  CHECK(failed.gates[1].measured == 1.2);  // still shown
+}
+
+TEST_CASE("results survive a JSON round trip", "[results]") {
+  auto rubric = labkit::parse_rubric(kRubric, "test.toml");
+  SubmissionResult r;
+  r.student = "alice";
+  r.compile_seconds = 1.5;
+  LabResult lab = make_lab_result(rubric, "98_x", true);
+  lab.gates[0].status = Status::passed;
+  lab.gates[1].status = Status::timeout;
+  lab.gates[1].message = "killed";
+  lab.gates[1].metrics["ratio"] = {1.0, "x"};
+  lab.seed = 77;
+  lab.notes = {"restarted"};
+  apply_rubric(lab);
+  r.labs.push_back(lab);
+  SubmissionResult back = submission_from_json(nlohmann::json::parse(to_json(r).dump()));
+  CHECK(back.student == "alice");
+  CHECK(back.score() == r.score());
+  CHECK(back.max_score() == r.max_score());
+  REQUIRE(back.labs.size() == 1);
+  CHECK(back.labs[0].gates[1].status == Status::timeout);
+  CHECK(back.labs[0].gates[1].metrics.at("ratio").value == 1.0);
+  CHECK(back.labs[0].gates[1].threshold == 2.0);
+  CHECK(back.labs[0].seed == 77u);
+  CHECK(back.labs[0].notes == std::vector<std::string>{"restarted"});
+}

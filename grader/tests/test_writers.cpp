@@ -1,0 +1,119 @@
+// Console table, Gradescope JSON, JUnit XML, CSV and Markdown: schema and escaping.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <sstream>
+
+#include "writers.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+SubmissionResult sample(const std::string& student) {
+  SubmissionResult r;
+  r.student = student;
+  r.compile_seconds = 3.2;
+  r.run_seconds = 7.5;
+  LabResult lab;
+  lab.lab = "01";
+  lab.name = "01_matmul";
+  lab.title = "Matrix <multiply> & friends";
+  lab.leaderboard_gate = "step2.speed";
+  lab.leaderboard_metric = "ratio";
+  GateResult ok;
+  ok.id = "step1.correct";
+  ok.kind = "correctness";
+  ok.max_points = 10;
+  ok.status = Status::passed;
+  GateResult slow;
+  slow.id = "step2.speed";
+  slow.kind = "speed";
+  slow.max_points = 5;
+  slow.status = Status::passed;
+  slow.metric_name = "ratio";
+  slow.threshold = 2.0;
+  slow.metrics["ratio"] = {1.42, "x"};
+  slow.hint = "coalesce";
+  GateResult hidden;
+  hidden.id = "step3.hidden";
+  hidden.kind = "correctness";
+  hidden.max_points = 3;
+  hidden.hidden = true;
+  hidden.status = Status::crashed;
+  hidden.message = "died: \"bad\" <access> & \x01 more\nline 2";
+  GateResult skip;
+  skip.id = "step4.correct";
+  skip.kind = "correctness";
+  skip.max_points = 2;
+  skip.status = Status::skipped;
+  skip.message = "no CUDA device";
+  lab.gates = {ok, slow, hidden, skip};
+  apply_rubric(lab);
+  r.labs.push_back(lab);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("Gradescope results.json follows the autograder schema", "[writers]") {
+  auto j = gradescope_json(sample("alice"));
+  CHECK(j["score"] == 10.0);
+  CHECK(j["max_score"] == 20.0);
+  CHECK(j["output"].is_string());
+  REQUIRE(j["tests"].size() == 4);
+  for (const auto& t : j["tests"]) {
+    CHECK(t.contains("name"));
+    CHECK(t.contains("score"));
+    CHECK(t.contains("max_score"));
+    CHECK((t["status"] == "passed" || t["status"] == "failed"));
+    CHECK((t["visibility"] == "visible" || t["visibility"] == "after_due_date"));
+  }
+  CHECK(j["tests"][1]["status"] == "failed");  // the re-check failed it
+  CHECK_THAT(j["tests"][1]["output"].get<std::string>(), ContainsSubstring("ratio 1.42 < 2"));
+  CHECK(j["tests"][2]["visibility"] == "after_due_date");
+  CHECK_FALSE(j.contains("leaderboard"));  // the leaderboard gate failed: no figure
+}
+
+TEST_CASE("JUnit XML escapes everything and classifies outcomes", "[writers]") {
+  std::string xml = junit_xml({sample("alice"), sample("bob & co")});
+  CHECK_THAT(xml,
+             ContainsSubstring("<testsuites name=\"labgrade\" tests=\"8\" failures=\"2\" errors=\"2\" skipped=\"2\">"));
+  CHECK_THAT(xml, ContainsSubstring("testsuite name=\"bob &amp; co/lab01\""));
+  CHECK_THAT(xml, ContainsSubstring("&quot;bad&quot; &lt;access&gt; &amp;"));
+  CHECK(xml.find('\x01') == std::string::npos);
+  CHECK(xml.find("<access>") == std::string::npos);
+}
+
+TEST_CASE("the CSV gradebook quotes and defuses its cells", "[writers]") {
+  CHECK(csv_field("plain", true) == "plain");
+  CHECK(csv_field("a,b", true) == "\"a,b\"");
+  CHECK(csv_field("say \"hi\"", true) == "\"say \"\"hi\"\"\"");
+  CHECK(csv_field("=HYPERLINK(1)", true) == "'=HYPERLINK(1)");
+  CHECK(csv_field("-1.5", false) == "-1.5");
+  std::string csv = gradebook_csv({sample("=cmd")});
+  CHECK(csv.rfind("student,lab,gate,status,points,max_points,metric,value,threshold\n", 0) == 0);
+  CHECK_THAT(csv, ContainsSubstring("'=cmd,01,step2.speed,failed,0,5,ratio,1.42,2\n"));
+  CHECK_THAT(csv, ContainsSubstring("'=cmd,01,step1.correct,passed,10,10,,,\n"));
+}
+
+TEST_CASE("the console table shows figures and diagnoses", "[writers]") {
+  std::ostringstream os;
+  print_table(os, sample("alice"), false);
+  std::string out = os.str();
+  CHECK_THAT(out, ContainsSubstring("step2.speed"));
+  CHECK_THAT(out, ContainsSubstring("ratio 1.42 < 2"));
+  CHECK_THAT(out, ContainsSubstring("hint: coalesce"));
+  CHECK_THAT(out, ContainsSubstring("        died:"));  // indented under the gate
+  CHECK_THAT(out, ContainsSubstring("total 10/20"));
+  CHECK_THAT(out, ContainsSubstring("compile 3.2 s"));
+}
+
+TEST_CASE("the Markdown report has a summary and per-student tables", "[writers]") {
+  std::string md = markdown_report({sample("alice"), sample("bob|x")}, "Class");
+  CHECK_THAT(md, ContainsSubstring("# Class"));
+  CHECK_THAT(md, ContainsSubstring("| alice | 10/20 | 10/20 |"));
+  CHECK_THAT(md, ContainsSubstring("bob\\|x"));
+  CHECK_THAT(md, ContainsSubstring("| `step2.speed` | failed | 0/5 | ratio 1.42 < 2 |"));
+  CHECK_THAT(md, ContainsSubstring("Pass rate per gate"));
+}
