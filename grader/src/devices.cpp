@@ -47,9 +47,9 @@ int probe_cuda_main() {
   return 0;
 }
 
-CudaInfo query_cuda() {
+CudaInfo query_cuda(const std::filesystem::path& probe_exe) {
   CudaInfo info;
-  auto r = run_command({self_exe().string(), "__probe-cuda"}, 60);
+  auto r = run_command({(probe_exe.empty() ? self_exe() : probe_exe).string(), "__probe-cuda"}, 60);
   if (r.timed_out) {
     info.error = "the CUDA query did not answer within 60 s (a wedged driver? try nvidia-smi)";
     return info;

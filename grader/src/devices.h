@@ -1,6 +1,7 @@
 // What CUDA sees on this machine. The query runs in a child process (`labgrade __probe-cuda`): the grader itself
 // never initialises CUDA, so a wedged driver cannot hang it and its children never inherit a CUDA state.
 #pragma once
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,9 @@ struct CudaInfo {
   std::vector<GpuInfo> gpus;
 };
 
-CudaInfo query_cuda();
+// Runs `<probe_exe> __probe-cuda` (labgrade's own hidden sub-command; default: this executable) in a child
+// process, so that a wedged or missing driver cannot take the caller down.
+CudaInfo query_cuda(const std::filesystem::path& probe_exe = {});
 std::string cuda_version_text(int v);  // 13000 -> "13.0"
 
 // Internal: prints the query as JSON on stdout.

@@ -148,7 +148,7 @@ std::vector<Fixture> fakelab_fixtures(bool hostile) {
 
 void check_against_fixtures(const fs::path& out, const std::vector<Fixture>& fixtures,
                             const std::vector<std::string>& solutions) {
-  auto checks = check_fixtures(out, fixtures, query_cuda().ok, solutions);  // on a GPU machine: the GPU column
+  auto checks = check_fixtures(out, fixtures, query_cuda(test::labgrade_exe()).ok, solutions);  // on a GPU machine: the GPU column
   std::ostringstream table;
   bool ok = print_checks(table, checks);
   INFO(table.str());
@@ -202,7 +202,7 @@ TEST_CASE("a batch over every fault fixture scores each one and damages nothing"
     CHECK(full["compile_seconds"].get<double>() > 0);
   }
   auto sol = nlohmann::json::parse(read_file(out / "solution_1" / "result.json"));
-  CHECK(sol["score"] == (query_cuda().ok ? 21.0 : 11.0));  // without a GPU step1.correct (10) is skipped
+  CHECK(sol["score"] == (query_cuda(test::labgrade_exe()).ok ? 21.0 : 11.0));  // without a GPU step1.correct (10) is skipped
   std::string csv = read_file(out / "gradebook.csv");
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 5 * static_cast<long>(fixtures.size() + 2));
   CHECK_THAT(read_file(out / "junit.xml"), ContainsSubstring("<testsuite name=\"host_segfault/lab99\""));

@@ -40,7 +40,7 @@ TEST_CASE("grading the solutions of the fake lab", "[local]") {
       grade({"--solutions", "99", "--json", (dir.path / "r.json").string(), "--junit", (dir.path / "r.xml").string(),
              "--csv", (dir.path / "r.csv").string(), "--markdown", (dir.path / "r.md").string()});
   INFO(r.output);
-  bool gpu = query_cuda().ok;
+  bool gpu = query_cuda(test::labgrade_exe()).ok;
   CHECK(r.exit_code == (gpu ? 0 : 1));  // without a GPU step1.correct is skipped, so not every gate passed
   CHECK_THAT(r.output, ContainsSubstring("cpu.speed"));
   auto j = nlohmann::json::parse(read_file(dir.path / "r.json"));
@@ -79,5 +79,5 @@ TEST_CASE("doctor reports this machine and fails only on missing tools", "[local
   CHECK(r.exit_code == 0);  // nvcc and cmake are installed wherever these tests build
   CHECK_THAT(r.output, ContainsSubstring("nvcc"));
   CHECK_THAT(r.output, ContainsSubstring("cmake"));
-  if (!query_cuda().ok) CHECK_THAT(r.output, ContainsSubstring("GPU gates will be skipped"));
+  if (!query_cuda(test::labgrade_exe()).ok) CHECK_THAT(r.output, ContainsSubstring("GPU gates will be skipped"));
 }
