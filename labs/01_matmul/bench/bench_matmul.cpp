@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "labkit/bench.h"
 #include "labkit/buffer.h"
 #include "labkit/cublas.h"
 #include "labkit/device.h"
@@ -28,24 +29,11 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string csv_path = "lab01_bench.csv";
-  bool quick = false;
-  int max_n = 8192;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--max") && i + 1 < argc) max_n = std::atoi(argv[++i]);
-    else {
-      std::cerr << "usage: " << argv[0] << " [--csv FILE] [--quick] [--max N]\n";
-      return 2;
-    }
-  }
-  if (!labkit::has_device()) {
-    std::cerr << labkit::no_device_reason() << "\n";
-    return 1;
-  }
+  const labkit::BenchArgs args = labkit::parse_bench_args(argc, argv, "lab01", "lab01_bench.csv", 8192, "N");
+  const std::string csv_path = args.csv;
+  const bool quick = args.quick;
+  const int max_n = static_cast<int>(args.max);
   const auto dev = labkit::device_info();
-  std::cout << "lab01 bench on " << labkit::describe(dev) << "\n";
   labkit::CublasHandle handle;
 
   std::vector<Case> cases;

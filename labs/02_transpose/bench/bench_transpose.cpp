@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "labkit/bench.h"
 #include "labkit/buffer.h"
 #include "labkit/check.h"
 #include "labkit/device.h"
@@ -28,21 +29,9 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string csv_path = "lab02_bench.csv";
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else {
-      std::cerr << "usage: " << argv[0] << " [--csv FILE] [--quick]\n";
-      return 2;
-    }
-  }
-  if (!labkit::has_device()) {
-    std::cerr << labkit::no_device_reason() << "\n";
-    return 1;
-  }
-  std::cout << "lab02 bench on " << labkit::describe(labkit::device_info()) << "\n";
+  const labkit::BenchArgs args = labkit::parse_bench_args(argc, argv, "lab02", "lab02_bench.csv");
+  const std::string csv_path = args.csv;
+  const bool quick = args.quick;
 
   std::vector<Case> cases;
   for (int n : {256, 512, 1024, 2048, 4096, 8192, 16384})

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "access_patterns.h"
+#include "labkit/bench.h"
 #include "labkit/buffer.h"
 #include "labkit/check.h"
 #include "labkit/device.h"
@@ -44,21 +45,9 @@ void copy_row(std::ostream& csv, const char* kind, std::size_t n, int param, con
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string csv_path = "lab03_bench.csv";
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else {
-      std::cerr << "usage: " << argv[0] << " [--csv FILE] [--quick]\n";
-      return 2;
-    }
-  }
-  if (!labkit::has_device()) {
-    std::cerr << labkit::no_device_reason() << "\n";
-    return 1;
-  }
-  std::cout << "lab03 bench on " << labkit::describe(labkit::device_info()) << "\n";
+  const labkit::BenchArgs args = labkit::parse_bench_args(argc, argv, "lab03", "lab03_bench.csv");
+  const std::string csv_path = args.csv;
+  const bool quick = args.quick;
   std::ofstream csv(csv_path);
   csv << lab03::kSweepCsvHeader << "\n";
   const int runs = quick ? 1 : 3;

@@ -2,7 +2,7 @@
 // 2^10 to 2^26 (plus a few sizes just above a power of two, where the network pays for the padding).
 // Each timed run restores the unsorted input first (a device-to-device copy, included in every GPU figure).
 // Three runs of each (median of repeats within a run). Writes CSV; plot it with
-//   tools/plot_bench.py lab04_bench.csv --x n --y gkeys_per_s --series variant --where case=pow2 --logx --logy \
+//   tools/plot_bench.py lab04_bench.csv --x n --y gkeys_per_s --series variant --where case=pow2 --logx --logy
 //       --title "Lab 04: sorting 32-bit float keys on H100" --ylabel "Gkeys/s" --out lab04.png
 //   lab04_bench_solution [--csv FILE] [--quick] [--max LOG2N]
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bitonic_sort.h"
+#include "labkit/bench.h"
 #include "labkit/buffer.h"
 #include "labkit/device.h"
 #include "labkit/not_implemented.h"
@@ -25,24 +26,10 @@
 #include "tests/thrust_sort.h"
 
 int main(int argc, char** argv) {
-  std::string csv_path = "lab04_bench.csv";
-  bool quick = false;
-  int max_log = 26;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--max") && i + 1 < argc) max_log = std::atoi(argv[++i]);
-    else {
-      std::cerr << "usage: " << argv[0] << " [--csv FILE] [--quick] [--max LOG2N]\n";
-      return 2;
-    }
-  }
-  if (!labkit::has_device()) {
-    std::cerr << labkit::no_device_reason() << "\n";
-    return 1;
-  }
-  std::cout << "lab04 bench on " << labkit::describe(labkit::device_info()) << "\n";
-  if (quick) max_log = std::min(max_log, 24);
+  const labkit::BenchArgs args = labkit::parse_bench_args(argc, argv, "lab04", "lab04_bench.csv", 26, "LOG2N");
+  const std::string csv_path = args.csv;
+  const bool quick = args.quick;
+  const int max_log = quick ? std::min(static_cast<int>(args.max), 24) : static_cast<int>(args.max);
 
   struct Case {
     std::size_t n;

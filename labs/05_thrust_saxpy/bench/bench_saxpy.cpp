@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "labkit/bench.h"
 #include "labkit/buffer.h"
 #include "labkit/cublas.h"
 #include "labkit/device.h"
@@ -23,28 +24,15 @@
 #include "saxpy.h"
 
 int main(int argc, char** argv) {
-  std::string csv_path = "lab05_bench.csv";
-  bool quick = false;
-  int max_log2 = 28;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--max") && i + 1 < argc) max_log2 = std::atoi(argv[++i]);
-    else {
-      std::cerr << "usage: " << argv[0] << " [--csv FILE] [--quick] [--max LOG2N]\n";
-      return 2;
-    }
-  }
+  const labkit::BenchArgs args = labkit::parse_bench_args(argc, argv, "lab05", "lab05_bench.csv", 28, "LOG2N");
+  const std::string csv_path = args.csv;
+  const bool quick = args.quick;
+  const int max_log2 = static_cast<int>(args.max);
   if (max_log2 < 10 || max_log2 > 29) {
     std::cerr << "--max must be in 10..29\n";
     return 2;
   }
-  if (!labkit::has_device()) {
-    std::cerr << labkit::no_device_reason() << "\n";
-    return 1;
-  }
   const auto dev = labkit::device_info();
-  std::cout << "lab05 bench on " << labkit::describe(dev) << "\n";
   labkit::CublasHandle handle;
 
   std::vector<int> log2s;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ata.h"
+#include "labkit/bench.h"
 #include "labkit/buffer.h"
 #include "labkit/cublas.h"
 #include "labkit/device.h"
@@ -29,24 +30,11 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string csv_path = "lab06_bench.csv";
-  bool quick = false;
-  int max_n = 16384;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--max") && i + 1 < argc) max_n = std::atoi(argv[++i]);
-    else {
-      std::cerr << "usage: " << argv[0] << " [--csv FILE] [--quick] [--max N]\n";
-      return 2;
-    }
-  }
-  if (!labkit::has_device()) {
-    std::cerr << labkit::no_device_reason() << "\n";
-    return 1;
-  }
+  const labkit::BenchArgs args = labkit::parse_bench_args(argc, argv, "lab06", "lab06_bench.csv", 16384, "N");
+  const std::string csv_path = args.csv;
+  const bool quick = args.quick;
+  const int max_n = static_cast<int>(args.max);
   const auto dev = labkit::device_info();
-  std::cout << "lab06 bench on " << labkit::describe(dev) << "\n";
   labkit::CublasHandle handle;
 
   // Square sizes, then the N x 2N table (A is n x 2n). The largest C (16384^2 doubles) is 2 GiB, A as much.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cg.h"
+#include "labkit/bench.h"
 #include "labkit/buffer.h"
 #include "labkit/cublas.h"
 #include "labkit/cusparse.h"
@@ -31,26 +32,13 @@ constexpr int kShort = 16, kLong = 48;  // per-iteration time = (t(48 iterations
 }
 
 int main(int argc, char** argv) {
-  std::string csv_path = "lab07_bench.csv";
-  bool quick = false;
-  long long max_n = 20000000;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--max") && i + 1 < argc) max_n = std::atoll(argv[++i]);
-    else {
-      std::cerr << "usage: " << argv[0] << " [--csv FILE] [--quick] [--max N]\n";
-      return 2;
-    }
-  }
-  if (!labkit::has_device()) {
-    std::cerr << labkit::no_device_reason() << "\n";
-    return 1;
-  }
+  const labkit::BenchArgs args = labkit::parse_bench_args(argc, argv, "lab07", "lab07_bench.csv", 20000000, "N");
+  const std::string csv_path = args.csv;
+  const bool quick = args.quick;
+  const long long max_n = static_cast<long long>(args.max);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const auto dev = labkit::device_info();
-  std::cout << "lab07 bench on " << labkit::describe(dev) << "\n";
   labkit::CublasHandle blas;
   labkit::CusparseHandle sparse;
   const double bw = labkit::memcpy_bandwidth_gbs();
