@@ -1,4 +1,4 @@
-// One-off tuning harness for lab 06 step 7 (not part of the repo; .snap/ is git-ignored).
+// Tuning harness for lab 06 step 7 (tools/tuning/README.md says how to build and run it).
 // Checks the m8n8k4 kernel and the sm_90 kernel variants against cublasDgemm (relative inf-norm error <= 1e-12,
 // exact symmetry, every element written), then times cublasDgemm, cublasDsyrk (one triangle, no mirror), the old
 // and the new step 7 with labkit::compare_speed (interleaved with Dgemm; ratio = Dgemm median / variant median).
