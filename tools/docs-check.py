@@ -13,6 +13,9 @@ Optional keys after the mode:
     setup="COMMAND"        run first: brings the checkout to the state the text assumes (e.g. step 3 written)
     timeout=SECONDS        limit for this block (default 1800)
 
+An inline command of the prose is checked by an annotation without a block: <!-- docs-check: gpu run="CMD" -->
+next to the text that shows `CMD`.
+
 A block without an annotation is an error, so new documentation cannot escape the check. The blocks of one
 file run in order in ONE bash session that starts in the clone's root, as a reader would type them in one
 terminal (variables and `cd` carry over). Each command's exit status is recorded; a command fails when it exits
@@ -67,6 +70,15 @@ def find_blocks(root, path):
     while i < len(lines):
         m = re.match(r"^(\s*)(```+)\s*([\w+-]*)", lines[i])
         if not m:
+            # An inline command in the prose (`labgrade 01 --sanitize`) is checked through an annotation with
+            # run="the same command" next to it.
+            ann = ANNOTATION.search(lines[i])
+            if ann and "run=" in ann.group(2):
+                opts = parse_opts(ann.group(2))
+                b = Block(path, i + 1, "inline", [opts["run"]], ann.group(1), opts,
+                          None if ann.group(1) in ("cpu", "gpu") else "run= needs mode cpu or gpu")
+                b.commands = [(i + 1, opts["run"])]
+                blocks.append(b)
             i += 1
             continue
         indent, fence, lang = m.group(1), m.group(2), m.group(3).lower()
@@ -200,10 +212,9 @@ def main():
     ap.add_argument("--no-clone", action="store_true", help="run in this checkout instead of a fresh clone")
     ap.add_argument("--reuse-clone", action="store_true", help="keep an existing clone in WORKDIR/clone")
     a = ap.parse_args()
-    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    if not root:
-        sys.exit("docs-check: run inside the git repository")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not a.no_clone and not os.path.isdir(os.path.join(root, ".git")):
+        sys.exit("docs-check: not a git checkout: use --no-clone on a fresh export (e.g. git archive) instead")
     files = expand_files(root, a.files or DEFAULT_FILES)
     blocks = {f: find_blocks(root, f) for f in files}
     problems = [b for bs in blocks.values() for b in bs if b.problem]
@@ -236,7 +247,8 @@ def main():
                 shutil.rmtree(clone)
             # Also remove what a previous run left next to the clone (e.g. a student release made by the guide).
             subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", root, clone], check=True)
-        print(f"docs-check: fresh clone of {subprocess.run(['git', '-C', clone, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()} in {clone}")
+        head = subprocess.run(["git", "-C", clone, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        print(f"docs-check: fresh clone of {head.stdout.strip()} in {clone}")
     shim, made = make_shims(workdir)
     if made:
         print(f"docs-check: shims for missing commands: {', '.join(made)}")
@@ -244,6 +256,23 @@ def main():
 
     report, failed = [], 0
     t_all = time.time()
+    def write_report():
+        with open(os.path.join(workdir, "report.json"), "w") as out:
+            json.dump(report, out, indent=1)
+        lines = [f"# docs-check ({a.mode}) — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
+                 "| where | status | exit | s | command |", "| --- | --- | ---: | ---: | --- |"]
+        for r in report:
+            cmd = (r.get("command") or "; ".join(r.get("commands", []))).splitlines()[0].replace("|", "\\|")
+            if r["status"] == "skipped":
+                cmd = f"{cmd} — *{r['reason']}*"
+            lines.append(f"| {r['where']} | {r['status']} | {r.get('rc', '')} | {r.get('seconds', '')} | `{cmd[:110]}` |")
+        ok = sum(1 for r in report if r["status"] == "ok")
+        sk = sum(1 for r in report if r["status"] == "skipped")
+        lines += ["", f"{ok} command(s) ok, {failed} failed or not reached, {sk} block(s) skipped with a reason; "
+                  f"{time.time() - t_all:.0f} s" + (f"; shims: {', '.join(made)}" if made else "")]
+        open(os.path.join(workdir, "report.md"), "w").write("\n".join(lines) + "\n")
+        return lines
+
     for f, bs in blocks.items():
         run = [b for b in bs if b.mode in modes]
         for b in bs:
@@ -269,21 +298,9 @@ def main():
                     failed += 1
                 report.append(rec)
         print(f"docs-check: {f}: done in {time.time() - t0:.0f} s", flush=True)
+        write_report()  # after every file: a run cut short still leaves its report
 
-    with open(os.path.join(workdir, "report.json"), "w") as out:
-        json.dump(report, out, indent=1)
-    lines = [f"# docs-check ({a.mode}) — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
-             "| where | status | exit | s | command |", "| --- | --- | ---: | ---: | --- |"]
-    for r in report:
-        cmd = (r.get("command") or "; ".join(r.get("commands", []))).splitlines()[0].replace("|", "\\|")
-        if r["status"] == "skipped":
-            cmd = f"{cmd} — *{r['reason']}*"
-        lines.append(f"| {r['where']} | {r['status']} | {r.get('rc', '')} | {r.get('seconds', '')} | `{cmd[:110]}` |")
-    ok = sum(1 for r in report if r["status"] == "ok")
-    sk = sum(1 for r in report if r["status"] == "skipped")
-    lines += ["", f"{ok} command(s) ok, {failed} failed or not reached, {sk} block(s) skipped with a reason; "
-              f"{time.time() - t_all:.0f} s" + (f"; shims: {', '.join(made)}" if made else "")]
-    open(os.path.join(workdir, "report.md"), "w").write("\n".join(lines) + "\n")
+    lines = write_report()
     for r in report:
         if r["status"] not in ("ok", "skipped"):
             print(f"  {r['status']:11} {r['where']}: {r['command'].splitlines()[0]}  (exit {r.get('rc', '-')}; log {r['log']})")
