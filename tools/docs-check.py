@@ -11,6 +11,8 @@ where it can run:
 Optional keys after the mode:
     may-fail="TEXT|TEXT"   commands containing one of these texts may exit 1..125 (a grade of 0 is not an error)
     setup="COMMAND"        run first: brings the checkout to the state the text assumes (e.g. step 3 written)
+    same-as=FILE           not run again: every command must appear, character for character (comments
+                           aside), among the commands of FILE that ran ok in this same check
     timeout=SECONDS        limit for this block (default 1800)
 
 An inline command of the prose is checked by an annotation without a block: <!-- docs-check: gpu run="CMD" -->
@@ -140,6 +142,11 @@ def split_commands(body, first_line):
     return cmds
 
 
+def strip_comment(cmd):
+    """The command without a trailing `# comment` and extra blanks (good enough for the docs' one-liners)."""
+    return " ".join(re.sub(r"\s+#[^'\"]*$", "", cmd.strip()).split())
+
+
 def expand_files(root, patterns):
     import glob
     out = []
@@ -211,6 +218,8 @@ def main():
     ap.add_argument("--workdir", default=None, help="default: build/docs-check")
     ap.add_argument("--no-clone", action="store_true", help="run in this checkout instead of a fresh clone")
     ap.add_argument("--reuse-clone", action="store_true", help="keep an existing clone in WORKDIR/clone")
+    ap.add_argument("--prior", action="append", default=[],
+                    help="report.json of an earlier check whose ok commands may satisfy same-as (checks split over runs)")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if not a.no_clone and not os.path.isdir(os.path.join(root, ".git")):
@@ -254,7 +263,7 @@ def main():
         print(f"docs-check: shims for missing commands: {', '.join(made)}")
     modes = {"cpu", "gpu"} if a.mode == "all" else {a.mode}
 
-    report, failed = [], 0
+    report, failed, deferred = [], 0, []
     t_all = time.time()
     def write_report():
         with open(os.path.join(workdir, "report.json"), "w") as out:
@@ -265,7 +274,8 @@ def main():
             cmd = (r.get("command") or "; ".join(r.get("commands", []))).splitlines()[0].replace("|", "\\|")
             if r["status"] == "skipped":
                 cmd = f"{cmd} — *{r['reason']}*"
-            lines.append(f"| {r['where']} | {r['status']} | {r.get('rc', '')} | {r.get('seconds', '')} | `{cmd[:110]}` |")
+            status = r["status"] + (f" (as {r['same_as']})" if r.get("same_as") else "")
+            lines.append(f"| {r['where']} | {status} | {r.get('rc', '')} | {r.get('seconds', '')} | `{cmd[:110]}` |")
         ok = sum(1 for r in report if r["status"] == "ok")
         sk = sum(1 for r in report if r["status"] == "skipped")
         lines += ["", f"{ok} command(s) ok, {failed} failed or not reached, {sk} block(s) skipped with a reason; "
@@ -279,6 +289,8 @@ def main():
             if b.mode == "skip":
                 report.append({"where": b.where, "mode": "skip", "status": "skipped", "reason": b.opts["reason"],
                                "commands": [c for _, c in b.commands]})
+        deferred += [(f, b) for b in run if b.opts.get("same-as")]
+        run = [b for b in run if not b.opts.get("same-as")]
         if not run:
             continue
         t0 = time.time()
@@ -300,6 +312,23 @@ def main():
         print(f"docs-check: {f}: done in {time.time() - t0:.0f} s", flush=True)
         write_report()  # after every file: a run cut short still leaves its report
 
+    # Blocks that repeat another page's commands: verified against what that page ran, once everything ran.
+    prior = []
+    for p in a.prior:
+        prior += [dict(r, prior=p) for r in json.load(open(p))]
+    for f, b in deferred:
+        for (ln, cmd) in b.commands:
+            rec = {"where": f"{f}:{ln}", "mode": b.mode, "command": cmd, "log": "-"}
+            twin = next((r for r in report + prior if r.get("status") == "ok"
+                         and r["where"].startswith(b.opts["same-as"] + ":")
+                         and strip_comment(r["command"]) == strip_comment(cmd)), None)
+            if twin:
+                rec.update(status="ok", rc=twin.get("rc", 0), seconds=0,
+                           same_as=twin["where"] + (" in an earlier run" if twin.get("prior") else ""))
+            else:
+                rec.update(status="not verified")
+                failed += 1
+            report.append(rec)
     lines = write_report()
     for r in report:
         if r["status"] not in ("ok", "skipped"):
