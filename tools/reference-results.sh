@@ -79,8 +79,9 @@ smi_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head 
 smi_cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 if commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null); then
-  # Changes to the docs (e.g. an earlier run of this script) do not change what the benches measure.
-  if [ -n "$(git -C "$root" status --porcelain --untracked-files=no -- . ':(exclude)docs' 2>/dev/null)" ]; then
+  # Changes to the docs and the lab walkthroughs (e.g. an earlier run of this script) do not change what the
+  # benches measure.
+  if [ -n "$(git -C "$root" status --porcelain --untracked-files=no -- . ':(exclude)docs' ':(exclude)labs/*/README.md' 2>/dev/null)" ]; then
     commit=$commit-dirty
   fi
 else
