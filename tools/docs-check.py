@@ -90,6 +90,9 @@ def find_blocks(root, path):
         while i < len(lines) and not re.match(r"^\s*" + fence + r"\s*$", lines[i]):
             body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i].lstrip())
             i += 1
+        if i >= len(lines):
+            blocks.append(Block(path, start + 1, lang, body, None, {}, "this code block is never closed"))
+            break
         i += 1
         if lang not in SHELL_LANGS:
             continue
@@ -215,6 +218,8 @@ def main():
     ap.add_argument("--mode", choices=["cpu", "gpu", "all"], help="which blocks to run (all = cpu and gpu)")
     ap.add_argument("--files", nargs="+", help="Markdown files (globs) to check, relative to the repository root")
     ap.add_argument("--list", action="store_true", help="list the blocks and their commands, run nothing")
+    ap.add_argument("--lines", help="FROM-TO: only the blocks that start on these lines of each file (a long page in "
+                    "several runs; the first block run must not depend on the earlier ones)")
     ap.add_argument("--workdir", default=None, help="default: build/docs-check")
     ap.add_argument("--no-clone", action="store_true", help="run in this checkout instead of a fresh clone")
     ap.add_argument("--reuse-clone", action="store_true", help="keep an existing clone in WORKDIR/clone")
@@ -283,7 +288,9 @@ def main():
         open(os.path.join(workdir, "report.md"), "w").write("\n".join(lines) + "\n")
         return lines
 
+    lo, hi = (int(x) for x in a.lines.split("-")) if a.lines else (0, 1 << 30)
     for f, bs in blocks.items():
+        bs = [b for b in bs if lo <= b.line <= hi]
         run = [b for b in bs if b.mode in modes]
         for b in bs:
             if b.mode == "skip":
