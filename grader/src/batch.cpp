@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -41,13 +42,21 @@ struct LabPlan {
 struct Submission {
   std::string student;
   fs::path folder;      // the submission (never written)
-  fs::path scratch;     // OUT/.work/<student>
+  fs::path scratch;     // OUT/.work/<n>-<student> (scratch_name)
   fs::path result_dir;  // OUT/<student>
   SubmissionResult result;
   std::vector<fs::path> exes;  // per lab: the linked gate binary, empty when the lab did not build
 };
 
 std::string lab_tag(const Recipe& r) { return "lab" + r.lab; }
+
+// OUT/.work/<n>-<student with everything but letters, digits, '.', '-' and '_' replaced>: unique by n, readable.
+std::string scratch_name(std::size_t n, const std::string& student) {
+  std::string safe = student;
+  for (char& c : safe)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return std::to_string(n) + "-" + safe;
+}
 
 void copy_file_limited(const fs::path& from, const fs::path& to, std::size_t max_bytes) {
   int in = ::open(from.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -144,7 +153,16 @@ void Batch::setup() {
     bo.have_gpu = true;
   } else {
     CudaInfo cuda = query_cuda();
-    for (const auto& g : cuda.gpus) gpus_.push_back(std::to_string(g.index));
+    // CUDA numbers the GPUs it sees from 0. When this process was itself limited to some GPUs (Slurm, a user's
+    // CUDA_VISIBLE_DEVICES=2,3), index i is the i-th entry of that list, and that entry is what each worker
+    // must be given: "0" would name the machine's first GPU again.
+    std::vector<std::string> inherited;
+    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"))
+      for (auto& e : split(v, ','))
+        if (!trim(e).empty()) inherited.push_back(trim(e));
+    for (const auto& g : cuda.gpus)
+      gpus_.push_back(static_cast<std::size_t>(g.index) < inherited.size() ? inherited[g.index]
+                                                                          : std::to_string(g.index));
     bo.have_gpu = cuda.ok;
     if (!cuda.ok) std::cerr << "labgrade: " << cuda.error << ": GPU gates will be skipped\n";
   }
@@ -538,7 +556,9 @@ int Batch::run() {
       auto s = std::make_unique<Submission>();
       s->student = pending_[i];
       s->folder = opts_.submissions / s->student;
-      s->scratch = opts_.out / ".work" / s->student;
+      // The scratch folder's name holds no character of the student's name that a tool could misread: nvcc
+      // splits its fatbinary arguments at commas ("Last, First" failed to compile).
+      s->scratch = opts_.out / ".work" / scratch_name(i, s->student);
       s->result_dir = opts_.out / s->student;
       s->result.student = s->student;
       try {

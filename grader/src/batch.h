@@ -10,7 +10,7 @@
 //   OUT/<student>/results.json   Gradescope's format
 //   OUT/<student>/logs/          compiler and console output (written by the grader, unreachable by the sandbox)
 //   OUT/gradebook.csv, junit.xml, report.md   the class
-//   OUT/.work/<student>/         scratch while a student is being graded (removed afterwards)
+//   OUT/.work/<n>-<student>/     scratch while a student is being graded (removed afterwards)
 #pragma once
 #include <string>
 #include <vector>

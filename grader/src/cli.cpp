@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   batch_cmd->add_option("--max-processes", batch.max_processes,
                         "processes+threads of one submission (default 256, more on many-core machines)");
   batch_cmd->add_option("--compile-timeout", batch.compile_timeout, "seconds per compile or link (default 300)");
-  batch_cmd->add_flag("--keep-scratch", batch.keep_scratch, "keep OUT/.work/<student> for debugging");
+  batch_cmd->add_flag("--keep-scratch", batch.keep_scratch, "keep OUT/.work/<n>-<student> for debugging");
 
   ReleaseOptions release;
   std::string release_out;

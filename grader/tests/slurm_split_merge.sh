@@ -25,7 +25,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/slurm-split-merge.XXXXXX")
 chmod 755 "$tmp"
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT   # KEEP=1: keep the folder to look at
 subs=$tmp/submissions run=$tmp/run
-for s in alice bob "carol jr" dave; do
+for s in alice bob "carol jr" "dave, jr"; do   # a comma once broke nvcc in the scratch path
   mkdir -p "$subs/$s/labs/$lab/student"
   cp "$lab_dir"/student/* "$subs/$s/labs/$lab/student/"
 done
