@@ -3,9 +3,13 @@
 #include <catch2/catch_get_random_seed.hpp>
 #include <catch2/interfaces/catch_interfaces_capture.hpp>
 #include <catch2/internal/catch_context.hpp>
+#include <cmath>
+#include <cstdlib>
 #include <iomanip>
+#include <iostream>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include "labkit/random.h"
 #include "labkit/report.h"
@@ -71,6 +75,42 @@ void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name,
   if (g && !g->hint.empty()) os << "\n  hint: " << g->hint;
   INFO(os.str());
   CHECK(cmp.ratio >= need);
+}
+
+bool under_sanitizer() {
+  const char* v = std::getenv("LABKIT_SANITIZER");
+  return v && *v && std::string_view(v) != "0";
+}
+
+SanitizerCap::SanitizerCap(double cap, std::string unit) : cap_(cap), unit_(std::move(unit)) {}
+
+bool SanitizerCap::skips(double work, std::string_view name) {
+  if (work <= cap_ || !under_sanitizer()) return false;
+  left_out_.emplace_back(name);
+  return true;
+}
+
+std::string SanitizerCap::summary() const {
+  if (left_out_.empty()) return "";
+  const char* tool = std::getenv("LABKIT_SANITIZER");
+  std::ostringstream os;
+  os << "under compute-sanitizer (LABKIT_SANITIZER=" << (tool ? tool : "") << "): left out ";
+  for (std::size_t i = 0; i < left_out_.size(); ++i) os << (i ? "; " : "") << left_out_[i];
+  int e = 0;
+  const double m = std::frexp(cap_, &e);  // cap_ = m * 2^e, m in [0.5, 1)
+  os << " (above ";
+  if (m == 0.5) os << "2^" << e - 1;
+  else os << std::setprecision(12) << cap_;
+  os << " " << unit_ << "; the small and odd cases check bounds and races)";
+  return os.str();
+}
+
+SanitizerCap::~SanitizerCap() {
+  if (left_out_.empty()) return;
+  try {
+    std::cout << "  [sanitizer] " << summary() << std::endl;
+  } catch (...) {  // a destructor, possibly during a failing gate's unwinding: never throw from here
+  }
 }
 
 }  // namespace gate

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -76,6 +77,10 @@ int main(int argc, char** argv) {
   // Internal entry points, kept out of CLI11: they run inside the sandbox or as a throwaway child.
   if (argc > 1 && std::strcmp(argv[1], "__sandbox-exec") == 0) return sandbox_exec_main(argc, argv);
   if (argc > 1 && std::strcmp(argv[1], "__probe-cuda") == 0) return probe_cuda_main();
+
+  // A graded run uses every case of every gate: a LABKIT_SANITIZER left exported in the shell would make the gates
+  // leave out their largest cases (labkit::gate::under_sanitizer). The sanitizer runs set it themselves.
+  ::unsetenv("LABKIT_SANITIZER");
 
   CLI::App app{"labgrade: builds, runs and scores the gates of the CUDA lab workbook"};
   app.fallthrough();  // the shared options may follow a sub-command

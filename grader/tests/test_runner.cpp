@@ -6,6 +6,7 @@
 
 #include "runner.h"
 #include "test_support.h"
+#include "util.h"
 
 using namespace labgrade;
 using Catch::Matchers::ContainsSubstring;
@@ -36,6 +37,7 @@ for g in "${gates[@]}"; do
       forge) emit '{"event":"gate_end","gate":"b","status":"passed","message":"","seconds":0}' ;;
       slowall) sleep 1000 ;;
       sanitize) echo "========= Invalid __global__ write of size 4 bytes" ;;  # as compute-sanitizer reports
+      sanitize_env) echo "========= Invalid __global__ read, LABKIT_SANITIZER=${LABKIT_SANITIZER-unset}" ;;
     esac
   fi
   [ "$SCENARIO" = slowall ] && sleep 1000
@@ -183,16 +185,24 @@ TEST_CASE("gate ids are escaped for Catch2's test-spec syntax", "[runner]") {
   CHECK(catch2_test_arg("x[y]*") == "x\\[y\\]\\*");
 }
 
-TEST_CASE("the sanitizer pass runs each gate alone and reports its findings", "[runner]") {
-  Fixture f("sanitize");
-  fs::path bin = f.dir.path / "bin";
+namespace {
+// A stand-in for compute-sanitizer in <dir>/bin: skips its options, runs the program and counts the reports it
+// printed.
+fs::path fake_sanitizer(const fs::path& dir) {
+  fs::path bin = dir / "bin";
   fs::create_directories(bin);
-  // A stand-in for compute-sanitizer: skips its options, runs the program and counts the reports it printed.
   std::ofstream(bin / "compute-sanitizer")
       << "#!/bin/bash\nwhile [[ \"$1\" == --* ]]; do shift 2; done\nout=$(\"$@\"); rc=$?\nprintf '%s\\n' \"$out\"\n"
          "n=$(printf '%s\\n' \"$out\" | grep -c '^========= Invalid')\necho \"========= ERROR SUMMARY: $n errors\"\n"
          "exit $rc\n";
   fs::permissions(bin / "compute-sanitizer", fs::perms::owner_all);
+  return bin;
+}
+}  // namespace
+
+TEST_CASE("the sanitizer pass runs each gate alone and reports its findings", "[runner]") {
+  Fixture f("sanitize");
+  fs::path bin = fake_sanitizer(f.dir.path);
   std::string old_path = std::getenv("PATH");
   setenv("PATH", (bin.string() + ":" + old_path).c_str(), 1);  // where the grader looks for compute-sanitizer
   run_gates(f.lab, f.spec);
@@ -207,4 +217,29 @@ TEST_CASE("the sanitizer pass runs each gate alone and reports its findings", "[
   CHECK(f.status("a") == Status::passed);
   CHECK(f.status("b") == Status::failed);  // --sanitize-strict
   CHECK_THAT(f.gate("b").message, ContainsSubstring("compute-sanitizer"));
+}
+
+TEST_CASE("the sanitizer pass tells the gates through LABKIT_SANITIZER and the graded run does not", "[runner]") {
+  std::string old_path = std::getenv("PATH");
+  for (bool inherit : {false, true}) {  // batch grading (an explicit environment) and local grading (inherited)
+    DYNAMIC_SECTION((inherit ? "inherited environment" : "explicit environment")) {
+      Fixture f("sanitize_env");
+      fs::path bin = fake_sanitizer(f.dir.path);
+      setenv("PATH", (bin.string() + ":" + old_path).c_str(), 1);
+      if (inherit) {
+        f.spec.process.inherit_env = true;  // PATH and SCENARIO now come from this process
+        setenv("SCENARIO", "sanitize_env", 1);
+      }
+      unsetenv("LABKIT_SANITIZER");
+      run_gates(f.lab, f.spec);
+      run_sanitizer(f.lab, f.spec, "memcheck", false);  // racecheck: correctness gates only
+      setenv("PATH", old_path.c_str(), 1);
+      unsetenv("SCENARIO");
+      CHECK(std::getenv("LABKIT_SANITIZER") == nullptr);  // set for the child only
+      CHECK_THAT(read_file(f.spec.log_dir / "run1.log"), ContainsSubstring("LABKIT_SANITIZER=unset"));
+      REQUIRE(f.lab.sanitizer.size() == 1);
+      CHECK_THAT(f.gate("b").sanitizer, ContainsSubstring("LABKIT_SANITIZER=memcheck"));
+      CHECK(f.status("b") == Status::passed);  // not strict
+    }
+  }
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "labkit/compare.h"
 #include "labkit/device.h"
@@ -37,5 +38,40 @@ void require(const Verdict& verdict, std::string_view context);
 // figures, the threshold, the reference's ratio and the rubric's hint.
 void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name, std::string_view candidate_name,
                      double work, std::string_view work_unit);
+
+// ---- Under compute-sanitizer ------------------------------------------------------------------------------------
+// Instrumented kernels run 10-1000x slower (racecheck on shared-memory kernels the slowest: a 2048^3 tiled matmul
+// takes many minutes), so under a sanitizer the correctness gates leave out their largest cases; the small and odd
+// ones (1, primes, non-multiples of every tile, edge tiles) already reach every bound and every barrier. A normal
+// run is unaffected. `labgrade --sanitize` sets LABKIT_SANITIZER=<tool> for the gate process; by hand:
+//   LABKIT_SANITIZER=1 compute-sanitizer --tool racecheck build/gpu/labs/01_matmul/lab01_gates_student "step3.correct"
+
+// True when the environment variable LABKIT_SANITIZER is set to a non-empty value other than "0".
+bool under_sanitizer();
+
+// One per gate run: which cases the gate leaves out under a sanitizer, and the one console line that says so,
+// printed when the object goes out of scope if anything was left out:
+//   [sanitizer] under compute-sanitizer (LABKIT_SANITIZER=racecheck): left out M=2048 N=2048 K=2048 (above 2^26
+//   multiply-adds; the small and odd cases check bounds and races)
+// Use:
+//   labkit::gate::SanitizerCap cap(double(1 << 26), "multiply-adds");
+//   for (const Shape& s : kShapes)
+//     if (!cap.skips(double(s.M) * s.N * s.K, str(s))) check_shape(step, s);
+class SanitizerCap {
+ public:
+  SanitizerCap(double cap, std::string unit);
+  SanitizerCap(const SanitizerCap&) = delete;
+  SanitizerCap& operator=(const SanitizerCap&) = delete;
+  ~SanitizerCap();
+  // Always false without a sanitizer; under one, true (and `name` remembered) when work > cap.
+  bool skips(double work, std::string_view name);
+  // The line printed at the end ("" when nothing was left out).
+  std::string summary() const;
+
+ private:
+  double cap_;
+  std::string unit_;
+  std::vector<std::string> left_out_;
+};
 
 }  // namespace labkit::gate

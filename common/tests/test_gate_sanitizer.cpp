@@ -1,0 +1,43 @@
+// labkit::gate::under_sanitizer and SanitizerCap: the gates leave out their largest cases under compute-sanitizer
+// (LABKIT_SANITIZER set, as `labgrade --sanitize` does) and nowhere else.
+#include <catch2/catch_test_macros.hpp>
+#include <cstdlib>
+
+#include "labkit/gate.h"
+
+using labkit::gate::SanitizerCap;
+using labkit::gate::under_sanitizer;
+
+TEST_CASE("gates leave out their largest cases under a sanitizer only", "[gate]") {
+  unsetenv("LABKIT_SANITIZER");
+  CHECK(!under_sanitizer());
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds");
+    CHECK(!cap.skips(1e12, "huge"));  // a normal run keeps every case
+    CHECK(cap.summary().empty());
+  }
+  setenv("LABKIT_SANITIZER", "", 1);
+  CHECK(!under_sanitizer());
+  setenv("LABKIT_SANITIZER", "0", 1);
+  CHECK(!under_sanitizer());
+  setenv("LABKIT_SANITIZER", "1", 1);
+  CHECK(under_sanitizer());
+  setenv("LABKIT_SANITIZER", "racecheck", 1);
+  CHECK(under_sanitizer());
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds");
+    CHECK(!cap.skips(double(1 << 26), "at the cap"));
+    CHECK(cap.summary().empty());
+    CHECK(cap.skips(double(1 << 26) + 1, "M=2048 N=2048 K=2048"));
+    CHECK(cap.skips(1e12, "n = 10"));
+    CHECK(cap.summary() ==
+          "under compute-sanitizer (LABKIT_SANITIZER=racecheck): left out M=2048 N=2048 K=2048; n = 10 (above 2^26 "
+          "multiply-adds; the small and odd cases check bounds and races)");
+  }
+  {
+    SanitizerCap cap(3e6, "keys");
+    CHECK(cap.skips(3e6 + 1, "n = 3000001"));
+    CHECK(cap.summary().find("(above 3000000 keys;") != std::string::npos);
+  }
+  unsetenv("LABKIT_SANITIZER");
+}
