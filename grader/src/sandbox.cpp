@@ -515,7 +515,11 @@ SandboxSettings detect_sandbox(const std::string& mode, std::uint64_t memory_lim
           "--sandbox bwrap: bubblewrap is not installed or cannot create namespaces here "
           "(try `bwrap --ro-bind / / true`; use --sandbox none to grade without it)");
     } else {
-      s.notes.push_back("bubblewrap unavailable: no filesystem/PID namespace isolation (install bubblewrap)");
+      // Two different causes, two different remedies (labgrade doctor says the same).
+      s.notes.push_back(find_program("bwrap")
+                            ? "bubblewrap is installed but cannot create namespaces here: no filesystem/PID namespace "
+                              "isolation (allow unprivileged user namespaces, or run the batch as root)"
+                            : "bubblewrap unavailable: no filesystem/PID namespace isolation (install bubblewrap)");
     }
   } else if (mode != "none") {
     throw UserError("--sandbox must be auto, bwrap or none");
