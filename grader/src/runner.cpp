@@ -13,8 +13,6 @@
 #include <set>
 #include <thread>
 
-extern char** environ;
-
 namespace labgrade {
 
 namespace {
@@ -322,18 +320,8 @@ void run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::string>
 
 namespace {
 
-// Sets one variable of the process's environment. Local grading inherits the student's environment as it is
-// (inherit_env, where `env` is not used): the variable is then added to a copy of it.
+// Sets one variable of the process's environment (on top of the inherited one in local grading).
 void set_env(ProcessSpec& p, const std::string& key, const std::string& value) {
-  if (p.inherit_env) {
-    p.env.clear();
-    for (char** e = environ; e && *e; ++e) {
-      const std::string kv = *e;
-      const auto eq = kv.find('=');
-      if (eq != std::string::npos) p.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-    }
-    p.inherit_env = false;
-  }
   p.env.erase(std::remove_if(p.env.begin(), p.env.end(), [&](const auto& kv) { return kv.first == key; }),
               p.env.end());
   p.env.emplace_back(key, value);

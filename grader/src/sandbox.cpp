@@ -62,7 +62,6 @@ struct ChildPlan {
   std::vector<char*> argv, envp;
   std::string exec_path, cwd, cgroup_procs;
   int out_fd = -1, null_fd = -1, channel_fd = -1;
-  bool inherit_env = false;
   bool switch_uid_here = false;  // sandbox none: switch uid in the child itself
   bool unshare_net = false;
   int uid = -1;
@@ -133,7 +132,7 @@ void set_limit(int resource, rlim_t value) {
     (void)!write(2, msg, sizeof msg - 1);
     _exit(126);
   }
-  execve(plan.exec_path.c_str(), plan.argv.data(), plan.inherit_env ? environ : plan.envp.data());
+  execve(plan.exec_path.c_str(), plan.argv.data(), plan.envp.data());
   const char msg[] = "labgrade: cannot execute ";
   (void)!write(2, msg, sizeof msg - 1);
   (void)!write(2, plan.exec_path.c_str(), plan.exec_path.size());
@@ -285,7 +284,6 @@ Process::Process(const ProcessSpec& spec) {
   if (spec.argv.empty()) throw std::runtime_error("empty command");
   ChildPlan plan;
   plan.limits = spec.limits;
-  plan.inherit_env = spec.inherit_env;
   plan.cwd = spec.cwd.string();
   plan.uid = slot_uid(spec.sandbox, spec.slot);
   uid_ = plan.uid;
@@ -306,6 +304,15 @@ Process::Process(const ProcessSpec& spec) {
   plan.argv_storage = argv;
   for (auto& s : plan.argv_storage) plan.argv.push_back(s.data());
   plan.argv.push_back(nullptr);
+  // With inherit_env the child gets this process's environment with spec.env's variables set on top of it.
+  if (spec.inherit_env)
+    for (char** e = environ; e && *e; ++e) {
+      const std::string kv = *e;
+      const std::string key = kv.substr(0, kv.find('='));
+      const bool overridden =
+          std::any_of(spec.env.begin(), spec.env.end(), [&](const auto& o) { return o.first == key; });
+      if (!overridden) plan.env_storage.push_back(kv);
+    }
   for (const auto& [k, v] : spec.env) plan.env_storage.push_back(k + "=" + v);
   for (auto& s : plan.env_storage) plan.envp.push_back(s.data());
   plan.envp.push_back(nullptr);

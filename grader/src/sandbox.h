@@ -69,7 +69,7 @@ struct ProcessSpec {
   fs::path cwd;
   fs::path writable;               // the submission's scratch folder: the only writable place inside the sandbox
   std::vector<fs::path> extra_ro;  // bound read-only for this process only (the built gate binary's folder)
-  std::vector<std::pair<std::string, std::string>> env;
+  std::vector<std::pair<std::string, std::string>> env;  // the whole environment, or with inherit_env: set on top
   bool inherit_env = false;  // local grading: the student's own environment
   ResourceLimits limits;
   int channel_fd = -1;                       // becomes fd 3 in the child (the result channel pipe)
