@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -50,12 +49,9 @@ struct Submission {
 
 std::string lab_tag(const Recipe& r) { return "lab" + r.lab; }
 
-// OUT/.work/<n>-<student with everything but letters, digits, '.', '-' and '_' replaced>: unique by n, readable.
+// OUT/.work/<n>-<student as a safe file name>: unique by n, readable.
 std::string scratch_name(std::size_t n, const std::string& student) {
-  std::string safe = student;
-  for (char& c : safe)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
-  return std::to_string(n) + "-" + safe;
+  return std::to_string(n) + "-" + safe_file_name(student);
 }
 
 void copy_file_limited(const fs::path& from, const fs::path& to, std::size_t max_bytes) {

@@ -380,10 +380,7 @@ void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& t
   int total = 0;
   std::string first_reports;
   for (const auto& id : ids) {
-    std::string tag = id;
-    for (char& ch : tag)
-      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '_';
-    s.log_tag = tool + "-" + tag + "-";
+    s.log_tag = tool + "-" + safe_file_name(id) + "-";
     LabResult scratch = lab;  // the sanitized run's own verdicts do not replace the graded ones
     std::vector<Attempt> attempts;
     run_loop(scratch, s, {id}, &attempts);

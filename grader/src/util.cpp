@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -137,6 +138,13 @@ std::string sanitize_utf8(std::string_view s) {
       i += 1;
     }
   }
+  return out;
+}
+
+std::string safe_file_name(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
   return out;
 }
 

@@ -33,6 +33,9 @@ bool contains(std::string_view s, std::string_view needle);
 std::string replace_all(std::string s, std::string_view from, std::string_view to);
 // Replaces bytes that are not valid UTF-8 (student output can be anything) so JSON and XML writers accept it.
 std::string sanitize_utf8(std::string_view s);
+// A file name made of s: every byte but letters, digits, '.', '-' and '_' becomes '_' (tools downstream split at
+// commas, spaces, colons...).
+std::string safe_file_name(std::string_view s);
 // At most max_lines lines and max_chars characters, with a note saying how much was cut.
 std::string trim_message(std::string_view s, std::size_t max_lines, std::size_t max_chars);
 std::string format_seconds(double s);  // "4.2 s", "3 min 05 s"
