@@ -55,7 +55,7 @@ def grouped(v):
 
 
 def sig3(v):
-    """Three significant digits below 1000, a grouped whole number from 1000 on (as tools/results_table.py)."""
+    """Three significant digits below 1000, a grouped whole number from 1000 on."""
     s = f"{v:.3g}"
     if abs(float(s)) >= 1000:
         return grouped(v)
