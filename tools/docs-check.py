@@ -48,8 +48,8 @@ ANNOTATION = re.compile(r"<!--\s*docs-check:\s*(\w+)(.*?)-->")
 
 
 class Block:
-    def __init__(self, path, line, lang, text, mode, opts, problem=None):
-        self.path, self.line, self.lang, self.text = path, line, lang, text
+    def __init__(self, path, line, lang, mode, opts, problem=None):
+        self.path, self.line, self.lang = path, line, lang
         self.mode, self.opts, self.problem = mode, opts, problem
         self.commands = []  # (line in file, command text)
 
@@ -77,7 +77,7 @@ def find_blocks(root, path):
             ann = ANNOTATION.search(lines[i])
             if ann and "run=" in ann.group(2):
                 opts = parse_opts(ann.group(2))
-                b = Block(path, i + 1, "inline", [opts["run"]], ann.group(1), opts,
+                b = Block(path, i + 1, "inline", ann.group(1), opts,
                           None if ann.group(1) in ("cpu", "gpu") else "run= needs mode cpu or gpu")
                 b.commands = [(i + 1, opts["run"])]
                 blocks.append(b)
@@ -91,7 +91,7 @@ def find_blocks(root, path):
             body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i].lstrip())
             i += 1
         if i >= len(lines):
-            blocks.append(Block(path, start + 1, lang, body, None, {}, "this code block is never closed"))
+            blocks.append(Block(path, start + 1, lang, None, {}, "this code block is never closed"))
             break
         i += 1
         if lang not in SHELL_LANGS:
@@ -102,7 +102,7 @@ def find_blocks(root, path):
             j -= 1
         ann = ANNOTATION.search(lines[j]) if j >= 0 else None
         if not ann:
-            blocks.append(Block(path, start + 1, lang, body, None, {},
+            blocks.append(Block(path, start + 1, lang, None, {},
                                 "no <!-- docs-check: cpu|gpu|skip --> annotation above this block"))
             continue
         mode, opts = ann.group(1), parse_opts(ann.group(2))
@@ -111,7 +111,7 @@ def find_blocks(root, path):
             problem = f"unknown docs-check mode '{mode}'"
         elif mode == "skip" and not opts.get("reason"):
             problem = "a skipped block needs reason=\"...\""
-        b = Block(path, start + 1, lang, body, mode, opts, problem)
+        b = Block(path, start + 1, lang, mode, opts, problem)
         # setup="..." brings the checkout into the state the text assumes (e.g. a step already written); it is
         # run and reported like a command of the block, but readers don't see it.
         b.commands = ([(start + 1, opts["setup"])] if opts.get("setup") else []) + split_commands(body, start + 2)
@@ -222,7 +222,7 @@ def main():
                     "several runs; the first block run must not depend on the earlier ones)")
     ap.add_argument("--workdir", default=None, help="default: build/docs-check")
     ap.add_argument("--no-clone", action="store_true", help="run in this checkout instead of a fresh clone")
-    ap.add_argument("--reuse-clone", action="store_true", help="keep an existing clone in WORKDIR/clone")
+    ap.add_argument("--reuse-clone", action="store_true", help="keep an existing clone in WORKDIR/tree/clone")
     ap.add_argument("--prior", action="append", default=[],
                     help="report.json of an earlier check whose ok commands may satisfy same-as (checks split over runs)")
     a = ap.parse_args()
@@ -255,11 +255,13 @@ def main():
     if a.no_clone:
         clone = root
     else:
-        clone = os.path.join(workdir, "clone")
+        # The clone sits alone in WORKDIR/tree, so what the docs make next to it (`../cuda-labs-student`, the
+        # instructor guide's release) lands there too and a fresh run starts without it.
+        tree = os.path.join(workdir, "tree")
+        clone = os.path.join(tree, "clone")
         if not (a.reuse_clone and os.path.isdir(clone)):
-            if os.path.exists(clone):
-                shutil.rmtree(clone)
-            # Also remove what a previous run left next to the clone (e.g. a student release made by the guide).
+            shutil.rmtree(tree, ignore_errors=True)
+            os.makedirs(tree)
             subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", root, clone], check=True)
         head = subprocess.run(["git", "-C", clone, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
         print(f"docs-check: fresh clone of {head.stdout.strip()} in {clone}")
