@@ -12,8 +12,10 @@
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -52,6 +54,34 @@ std::string lab_tag(const Recipe& r) { return "lab" + r.lab; }
 // OUT/.work/<n>-<student as a safe file name>: unique by n, readable.
 std::string scratch_name(std::size_t n, const std::string& student) {
   return std::to_string(n) + "-" + safe_file_name(student);
+}
+
+// OUT/<student>/result.json of a batch, when the student has been graded and it can be read.
+std::optional<SubmissionResult> read_result(const fs::path& out, const std::string& student) {
+  fs::path f = out / student / "result.json";
+  if (!fs::exists(f)) return std::nullopt;
+  try {
+    return submission_from_json(nlohmann::json::parse(read_file(f)));
+  } catch (const std::exception& e) {
+    std::cerr << "labgrade: warning: unreadable " << f.string() << ": " << e.what() << "\n";
+    return std::nullopt;
+  }
+}
+
+void write_class_files(const std::vector<SubmissionResult>& all, const fs::path& out, const std::string& title) {
+  write_outputs(all,
+                {"", (out / "junit.xml").string(), (out / "gradebook.csv").string(), (out / "report.md").string()},
+                title);
+}
+
+// The students (subfolders, dot folders excluded) of a submissions or output folder, sorted.
+std::vector<std::string> subfolders(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && !starts_with(e.path().filename().string(), "."))
+      names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 void copy_file_limited(const fs::path& from, const fs::path& to, std::size_t max_bytes) {
@@ -249,12 +279,7 @@ void Batch::setup() {
     std::cerr << "labgrade: warning: " << workers_ << " workers share " << gpus_.size()
               << " GPU(s): speed gates will time each other\n";
 
-  for (const auto& e : fs::directory_iterator(opts_.submissions)) {
-    std::string name = e.path().filename().string();
-    if (name.empty() || name[0] == '.' || !e.is_directory()) continue;
-    students_.push_back(name);
-  }
-  std::sort(students_.begin(), students_.end());
+  students_ = subfolders(opts_.submissions);
   for (const auto& s : students_)
     if (!fs::exists(opts_.out / s / "result.json")) pending_.push_back(s);
   std::cerr << "labgrade: sandbox: " << (sandbox_.mode == SandboxMode::bwrap ? "bubblewrap" : "none") << "\n";
@@ -511,21 +536,39 @@ void Batch::finish(Submission& s) {
   if (!ok) std::cerr << "  grader error: " << s.result.error << "\n";
 }
 
-void Batch::write_class_outputs() {
+int merge_main(const fs::path& out, const std::vector<fs::path>& parts, const fs::path& submissions) {
+  std::map<std::string, fs::path> owner;  // student -> the part that graded them
   std::vector<SubmissionResult> all;
-  for (const auto& s : students_) {
-    fs::path f = opts_.out / s / "result.json";
-    if (!fs::exists(f)) continue;
-    try {
-      all.push_back(submission_from_json(nlohmann::json::parse(read_file(f))));
-    } catch (const std::exception& e) {
-      std::cerr << "labgrade: warning: unreadable " << f.string() << ": " << e.what() << "\n";
+  for (const auto& part : parts) {
+    if (!fs::is_directory(part)) throw UserError(part.string() + ": not a folder");
+    if (fs::exists(out) && fs::equivalent(part, out)) throw UserError("the merged folder must not be one of the parts");
+    for (const auto& s : subfolders(part)) {
+      auto r = read_result(part, s);
+      if (!r) continue;
+      auto [it, fresh] = owner.emplace(s, part);
+      if (!fresh)
+        throw UserError("student " + s + " was graded in two parts: " + it->second.string() + " and " + part.string());
+      all.push_back(std::move(*r));
     }
   }
-  write_outputs(all,
-                {"", (opts_.out / "junit.xml").string(), (opts_.out / "gradebook.csv").string(),
-                 (opts_.out / "report.md").string()},
-                "Grading report: " + opts_.submissions.filename().string());
+  fs::create_directories(out);
+  write_class_files(all, out, "Grading report: " + std::to_string(all.size()) + " students from " +
+                                  std::to_string(parts.size()) + " parts");
+  std::cerr << "labgrade: merged " << all.size() << " students from " << parts.size() << " parts into "
+            << (out / "gradebook.csv").string() << ", junit.xml, report.md\n";
+  if (submissions.empty()) return 0;
+  std::vector<std::string> missing;
+  for (const auto& s : subfolders(submissions))
+    if (!owner.count(s)) missing.push_back(s);
+  for (const auto& s : missing) std::cerr << "labgrade: no result for " << s << " (not graded yet, or a grader error)\n";
+  return missing.empty() ? 0 : 1;
+}
+
+void Batch::write_class_outputs() {
+  std::vector<SubmissionResult> all;
+  for (const auto& s : students_)
+    if (auto r = read_result(opts_.out, s)) all.push_back(std::move(*r));
+  write_class_files(all, opts_.out, "Grading report: " + opts_.submissions.filename().string());
   std::cerr << "labgrade: " << all.size() << " of " << students_.size() << " students graded; wrote "
             << (opts_.out / "gradebook.csv").string() << ", junit.xml, report.md\n";
 }

@@ -37,6 +37,11 @@ struct BatchOptions {
 };
 
 int batch_main(const BatchOptions& opts);
+// `labgrade merge OUT PART_OUT...`: the class outputs (gradebook.csv, junit.xml, report.md) of several batches over
+// disjoint students (the parts of a cluster run), written by the same writers from every part's
+// <student>/result.json. A student in two parts: error, nothing written (2). With `submissions`, students of that
+// folder without a result in any part are listed (exit 1).
+int merge_main(const fs::path& out, const std::vector<fs::path>& parts, const fs::path& submissions);
 
 // Copies the submission's files for one lab (only the recipe's student_sources, regular files, no symbolic link
 // anywhere on the way, at most 4 MiB each) to dest/<source>. Returns "" or what is wrong with the submission.

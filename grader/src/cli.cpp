@@ -2,6 +2,7 @@
 //
 //   labgrade [LAB...] [--solutions] [--build-dir DIR] [--json F] [--junit F] [--csv F] [--markdown F] ...
 //   labgrade batch SUBMISSIONS --out DIR [--workers N] [--gpus LIST] [--sandbox auto|bwrap|none] ...
+//   labgrade merge OUT PART_OUT... [--submissions SUBMISSIONS]
 //   labgrade release OUT_DIR
 //   labgrade doctor
 //   labgrade fixtures materialise|check ...   (the grader's own test fixtures)
@@ -125,6 +126,14 @@ int main(int argc, char** argv) {
   batch_cmd->add_option("--compile-timeout", batch.compile_timeout, "seconds per compile or link (default 300)");
   batch_cmd->add_flag("--keep-scratch", batch.keep_scratch, "keep OUT/.work/<n>-<student> for debugging");
 
+  std::string merge_out, merge_submissions;
+  std::vector<std::string> merge_parts;
+  auto* merge_cmd = app.add_subcommand("merge", "one gradebook, JUnit file and report from several batches' --out "
+                                                "folders over disjoint students (the parts of a cluster run)");
+  merge_cmd->add_option("out", merge_out, "folder for the merged gradebook.csv, junit.xml and report.md")->required();
+  merge_cmd->add_option("parts", merge_parts, "the batches' --out folders")->required();
+  merge_cmd->add_option("--submissions", merge_submissions, "list the students of this folder that have no result");
+
   ReleaseOptions release;
   std::string release_out;
   auto* release_cmd = app.add_subcommand("release", "write the student release (no solutions, no hidden gates)");
@@ -177,6 +186,10 @@ int main(int argc, char** argv) {
       batch.no_hidden = grade.no_hidden;
       if (batch.labs.empty()) batch.labs = grade.labs;
       return batch_main(batch);
+    }
+    if (*merge_cmd) {
+      std::vector<fs::path> parts(merge_parts.begin(), merge_parts.end());
+      return merge_main(merge_out, parts, merge_submissions);
     }
     if (*release_cmd) {
       release.out = release_out;
