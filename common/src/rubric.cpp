@@ -70,10 +70,22 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
     gate.metric = (*g)["metric"].value_or(std::string{});
     if (auto th = (*g)["threshold"].value<double>()) gate.threshold = *th;
     if (auto ref = (*g)["reference"].value<double>()) gate.reference = *ref;
+    if (auto f = (*g)["floor"].value<double>()) gate.floor = *f;
+    if (auto m = (*g)["max_ratio"].value<double>()) gate.max_ratio = *m;
+    if (auto* libs = (*g)["allow_libraries"].as_array())
+      for (auto& l : *libs) {
+        auto name = l.value<std::string>();
+        if (!name) fail(source, where(node) + ": gate `" + gate.id + "`: allow_libraries takes strings");
+        gate.allow_libraries.push_back(*name);
+      }
     gate.hidden = (*g)["hidden"].value_or(false);
     gate.hint = (*g)["hint"].value_or(std::string{});
     if (gate.kind == "speed" && (!gate.threshold || gate.metric.empty()))
       fail(source, where(node) + ": speed gate `" + gate.id + "` needs `metric` and `threshold`");
+    if (gate.floor && (!gate.threshold || *gate.floor >= *gate.threshold))
+      fail(source, where(node) + ": gate `" + gate.id + "`: floor needs a threshold above it");
+    if (gate.max_ratio && gate.threshold && *gate.max_ratio <= *gate.threshold)
+      fail(source, where(node) + ": gate `" + gate.id + "`: max_ratio must be above the threshold");
     r.gates.push_back(std::move(gate));
   }
   if (!r.leaderboard_gate.empty() && !r.find(r.leaderboard_gate))

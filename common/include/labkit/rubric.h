@@ -18,6 +18,11 @@
 //   metric = "ratio"              # the figure the gate reports that the threshold applies to
 //   threshold = 2.0               # pass when metric >= threshold
 //   reference = 6.1               # what the reference solution measured (H100), for information
+//   floor = 1.2                   # optional: partial credit, linear from floor (0 points) to threshold (full)
+//   max_ratio = 1.15              # speed gates: a ratio above this is beyond what the hardware allows: the gate
+//                                 # fails (replayed results, work hidden from the timer)
+//   allow_libraries = ["cublas"]  # kernels of these libraries may run inside the step this gate checks
+//                                 # (cublas, cusparse, cub, thrust); any other non-student kernel fails the gate
 //   hidden = false                # hidden gates: not in the student release, visible after the due date
 //   hint = "..."                  # shown with a failure
 #pragma once
@@ -34,6 +39,9 @@ struct RubricGate {
   std::string metric;                // speed gates: name of the reported metric the threshold applies to
   std::optional<double> threshold;   // speed gates
   std::optional<double> reference;   // the reference solution's figure
+  std::optional<double> floor;       // speed gates: partial credit from floor (0) to threshold (full points)
+  std::optional<double> max_ratio;   // speed gates: above this the measurement is impossible, the gate fails
+  std::vector<std::string> allow_libraries;  // library kernels allowed inside the step (empty: the student's own only)
   bool hidden = false;
   std::string hint;
 };

@@ -28,7 +28,26 @@ TimingStats time_gpu(const std::function<void(int)>& fn, const TimingOptions& op
 struct SpeedComparison {
   TimingStats baseline, candidate;
   double ratio = 0;  // baseline median / candidate median
+  // Work of the candidate still running on the device after its stop event (launched on a stream the events do
+  // not see): the median, over the timed calls, of how long a device-wide synchronization waited after the stop
+  // event had completed. `escaped` is set when that is too long to be launch latency (gate::require_speedup fails).
+  double escaped_ms = 0;
+  bool escaped = false;
 };
+
+// A timed case that cannot be replayed or hidden from the timer (issue: speed gates a student cannot game):
+//  - refresh(rep): untimed, before every timed call (the baseline's and the candidate's): gives the inputs fresh
+//    contents and resets the output, so that a cache keyed on pointers, sizes or sampled values misses, and the
+//    timed call does not read inputs still warm in L2 from the refresh;
+//  - verify(): untimed, after the timing: checks the output of the last timed candidate call against a trusted
+//    result (work done once and skipped on later calls fails here); it fails the gate itself (gate::require).
+// Both are required; a gate that leaves refresh empty says why in a comment.
+struct TimedCase {
+  std::function<void(int rep)> refresh;
+  std::function<void()> verify;
+};
+SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
+                              const TimedCase& timed_case, const TimingOptions& opt = {});
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimingOptions& opt = {});
 
