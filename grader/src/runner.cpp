@@ -1,5 +1,7 @@
 #include "runner.h"
 
+#include "progress.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -22,11 +24,27 @@ double secs(Clock::duration d) { return std::chrono::duration<double>(d).count()
 
 enum class Kill { none, gate_timeout, stall_timeout, lab_timeout };
 
+// What the limit that killed a process counted: its own progress, its CPU use, or (backstop) the clock.
+enum class Limit { progress, cpu, wall };
+struct KillDetail {
+  Limit by = Limit::progress;
+  double progress = 0, cpu = 0, wall = 0;  // over the interval that ran out (the gate, the silence, the lab)
+};
+
+// The lab's budget across attempts: progress used by earlier attempts, and the wall-clock backstop.
+struct LabBudget {
+  double progress_used = 0;
+  Clock::time_point wall_deadline;
+};
+
 struct Attempt {
   ChannelParser parser;
   ExitInfo exit;
   Kill killed = Kill::none;
+  KillDetail detail;
   double seconds = 0;
+  double progress = 0;           // the attempt's own progress (wall time less its CPU waits)
+  double waited = 0;             // run-queue wait forgiven
   double open_gate_seconds = 0;  // how long the gate that never ended had been running
   fs::path log;
 };
@@ -45,8 +63,27 @@ std::string limit_text(double s) {
   return buf;
 }
 
+double quiet_limit(const GateRunSpec& spec) {
+  return spec.quiet_time_limit_s > 0 ? spec.quiet_time_limit_s : std::max(spec.gate_time_limit_s, 60.0);
+}
+
+// Whether an interval that started at `from` has run out of `limit`: by its own progress, by the CPU its processes
+// used (`cpu_cores` cores busy for the whole limit), or by the wall-clock backstop.
+std::optional<KillDetail> ran_out(const ProgressClock& clock, const ProgressMark& from, double limit,
+                                  double wall_factor, int cpu_cores) {
+  KillDetail d;
+  d.progress = clock.progress_seconds() - from.progress;
+  d.cpu = clock.cpu_seconds() - from.cpu;
+  d.wall = clock.wall_seconds() - from.wall;
+  if (d.progress > limit) d.by = Limit::progress;
+  else if (d.cpu > limit * cpu_cores) d.by = Limit::cpu;
+  else if (d.wall > limit * wall_factor) d.by = Limit::wall;
+  else return std::nullopt;
+  return d;
+}
+
 Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gates, int number,
-                    Clock::time_point lab_deadline) {
+                    const LabBudget& lab_budget) {
   Attempt a;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
@@ -69,7 +106,7 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
   if (ps.cwd.empty()) ps.cwd = spec.log_dir;
 
   auto start = Clock::now();
-  auto last_activity = start, open_since = start;
+  auto open_since = start;
   std::string current_open;
   std::size_t seen_events = 0;
   char buf[65536];
@@ -83,15 +120,19 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
       return n == 0;  // true: end of file (every writer is gone)
     }
   };
+  std::optional<ProgressClock> clock;
+  ProgressMark quiet_from, open_from;  // where the clock stood at the last event and when the open gate started
   auto track = [&] {
     if (a.parser.gate_events() == seen_events) return;
     seen_events = a.parser.gate_events();
-    last_activity = Clock::now();
+    quiet_from = ProgressMark::now(*clock);
     if (a.parser.open_gate() != current_open) {
       current_open = a.parser.open_gate();
-      open_since = last_activity;
+      open_since = Clock::now();
+      open_from = quiet_from;
     }
   };
+  const int cores = usable_cpus();
 
   {
     std::optional<Process> p;
@@ -103,22 +144,32 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
       throw;
     }
     ::close(fds[1]);
+    clock.emplace(p->pid());
     for (;;) {
       pollfd pfd{fds[0], POLLIN, 0};
       ::poll(&pfd, 1, 50);
       drain();
+      clock->sample();
       track();
       if (auto e = p->poll()) {
         a.exit = *e;
         break;
       }
-      auto now = Clock::now();
-      if (!current_open.empty() && secs(now - open_since) > spec.gate_time_limit_s)
-        a.killed = Kill::gate_timeout;
-      else if (current_open.empty() && secs(now - last_activity) > spec.gate_time_limit_s)
+      std::optional<KillDetail> out;
+      if (!current_open.empty()) {
+        if ((out = ran_out(*clock, open_from, spec.gate_time_limit_s, spec.wall_factor, cores)))
+          a.killed = Kill::gate_timeout;
+      } else if ((out = ran_out(*clock, quiet_from, quiet_limit(spec), spec.wall_factor, cores))) {
         a.killed = Kill::stall_timeout;
-      if (now > lab_deadline) a.killed = Kill::lab_timeout;
+      }
+      const double lab_progress = lab_budget.progress_used + clock->progress_seconds();
+      if (lab_progress > spec.time_limit_s || Clock::now() > lab_budget.wall_deadline) {
+        a.killed = Kill::lab_timeout;
+        out = KillDetail{lab_progress > spec.time_limit_s ? Limit::progress : Limit::wall, lab_progress,
+                         clock->cpu_seconds(), clock->wall_seconds()};
+      }
       if (a.killed != Kill::none) {
+        a.detail = *out;
         p->kill_all();
         a.exit = p->wait();
         break;
@@ -137,21 +188,47 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
   a.parser.finish();
   if (!current_open.empty()) a.open_gate_seconds = secs(Clock::now() - open_since);
   a.seconds = secs(Clock::now() - start);
+  a.progress = clock->progress_seconds();
+  a.waited = clock->waited_seconds();
   return a;
 }
 
-std::string kill_text(Kill k, const GateRunSpec& spec) {
+std::string kill_text(Kill k, const KillDetail& d, const GateRunSpec& spec) {
+  std::string limit, what;
   switch (k) {
     case Kill::gate_timeout:
-      return "it ran past the gate time limit of " + limit_text(spec.gate_time_limit_s) + " and was killed";
+      limit = limit_text(spec.gate_time_limit_s);
+      what = "the gate time limit of " + limit;
+      break;
     case Kill::stall_timeout:
-      return "the gate binary reported nothing for " + limit_text(spec.gate_time_limit_s) + " and was killed";
+      limit = limit_text(quiet_limit(spec));
+      what = "the limit of " + limit + " for start-up or between gates (the gate binary reported nothing)";
+      break;
     case Kill::lab_timeout:
-      return "the lab's time limit of " + limit_text(spec.time_limit_s) + " ran out and the gate binary was killed";
+      limit = limit_text(spec.time_limit_s);
+      what = "the lab's time limit of " + limit;
+      break;
     case Kill::none:
+      return "";
+  }
+  char buf[256];
+  switch (d.by) {
+    case Limit::progress:
+      std::snprintf(buf, sizeof buf, "%.1f s of its own time (%.1f s on the clock, less the time it waited for a CPU)",
+                    d.progress, d.wall);
+      break;
+    case Limit::cpu:
+      std::snprintf(buf, sizeof buf,
+                    "%.1f s of CPU time in %.1f s: its processes kept every core busy (a fork bomb, or runaway "
+                    "threads)",
+                    d.cpu, d.wall);
+      break;
+    case Limit::wall:
+      std::snprintf(buf, sizeof buf, "%.1f s on the clock, %g times the limit (the last-resort wall-clock limit)",
+                    d.wall, spec.wall_factor);
       break;
   }
-  return "";
+  return "it ran past " + what + " after " + buf + " and was killed";
 }
 
 // Stores what an attempt says about the gates still to do; returns how many got an outcome.
@@ -187,7 +264,7 @@ std::size_t resolve(LabResult& lab, const Attempt& a, const GateRunSpec& spec, s
     g->seconds = a.open_gate_seconds;
     if (a.killed == Kill::gate_timeout || a.killed == Kill::lab_timeout) {
       g->status = Status::timeout;
-      g->message = "timeout: " + kill_text(a.killed, spec) +
+      g->message = "timeout: " + kill_text(a.killed, a.detail, spec) +
                    " (an endless loop in a kernel or in host code, a deadlock at a barrier, or far too slow)";
     } else {
       g->status = Status::crashed;
@@ -230,8 +307,10 @@ void run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> 
               std::vector<Attempt>* attempts) {
   std::vector<std::string> order = gate_ids;
   std::set<std::string> remaining(order.begin(), order.end());
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.time_limit_s));
+  double waited = 0;
+  LabBudget budget;
+  budget.wall_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(spec.time_limit_s * spec.wall_factor));
   auto set_rest = [&](Status s, const std::string& msg) {
     for (auto& g : lab.gates)
       if (remaining.count(g.id)) {
@@ -246,21 +325,24 @@ void run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> 
       set_rest(Status::crashed, "not run: the gate binary kept dying (" + std::to_string(n - 1) + " attempts)");
       break;
     }
-    if (Clock::now() >= deadline) {
+    if (budget.progress_used >= spec.time_limit_s || Clock::now() >= budget.wall_deadline) {
       set_rest(Status::timeout, "not run: the lab's time limit of " + limit_text(spec.time_limit_s) + " was used up");
       break;
     }
     std::vector<std::string> todo;
     for (const auto& id : order)
       if (remaining.count(id)) todo.push_back(id);
-    Attempt a = run_attempt(spec, todo, static_cast<int>(n), deadline);
+    Attempt a = run_attempt(spec, todo, static_cast<int>(n), budget);
+    budget.progress_used += a.progress;
     lab.run_seconds += a.seconds;
+    waited += a.waited;
     if (lab.device.empty() && !a.parser.device().empty()) lab.device = a.parser.device();
     if (!lab.seed && a.parser.seed()) lab.seed = a.parser.seed();
     for (std::size_t i = 0; i < a.parser.anomalies().size() && i < 3; ++i)
       add_note(lab, "result channel: " + a.parser.anomalies()[i]);
     std::size_t resolved = resolve(lab, a, spec, remaining);
     Kill killed = a.killed;
+    KillDetail detail = a.detail;
     bool run_ended = a.parser.run_ended(), run_started = a.parser.run_started();
     ExitInfo exit = a.exit;
     fs::path log = a.log;
@@ -268,7 +350,7 @@ void run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> 
     if (attempts) attempts->push_back(std::move(a));
     if (remaining.empty()) break;
     if (killed == Kill::lab_timeout) {
-      set_rest(Status::timeout, "not run: " + kill_text(killed, spec));
+      set_rest(Status::timeout, "not run: " + kill_text(killed, detail, spec));
       break;
     }
     // A run that finished (run_end, then a normal exit) without a gate: the binary has no such gate. After a
@@ -284,7 +366,7 @@ void run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> 
       break;
     }
     if (resolved == 0) {
-      std::string why = killed != Kill::none ? kill_text(killed, spec) : exit.describe();
+      std::string why = killed != Kill::none ? kill_text(killed, detail, spec) : exit.describe();
       if (!run_started)
         set_rest(killed != Kill::none ? Status::timeout : Status::crashed,
                  "the gate binary stopped before running any gate (" + why +
@@ -297,6 +379,14 @@ void run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> 
     add_note(lab, "restarted the gate binary for " + std::to_string(remaining.size()) + " remaining gate(s) after " +
                       (killed != Kill::none ? std::string("a timeout") : exit.describe()) +
                       (open_gate.empty() ? "" : " in " + open_gate));
+  }
+  if (waited >= 1) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "the grading machine was busy: %.0f s spent waiting for a CPU were not counted against the time "
+                  "limits",
+                  waited);
+    add_note(lab, buf);
   }
 }
 

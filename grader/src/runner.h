@@ -19,8 +19,14 @@ struct GateRunSpec {
   fs::path exe;                    // the gate binary
   fs::path rubric;                 // passed as --labkit-rubric (the grader's copy, never the submission's)
   fs::path log_dir;                // console output of each attempt: <log_dir>/lab<NN>.<what><attempt>.log
-  double gate_time_limit_s = 120;  // any one gate (and any silence between gates)
+  // Time limits count the gate binary's own progress (grader/src/progress.h: wall time minus the time it waited
+  // for a CPU), so a busy grading machine never turns a healthy submission into a timeout. Each limit also has a
+  // wall-clock backstop of wall_factor times the limit, and a gate's processes together may use at most the gate
+  // limit times the number of usable CPUs of CPU time (a fork bomb slows its own progress, not its CPU use).
+  double gate_time_limit_s = 120;  // any one gate
+  double quiet_time_limit_s = 0;   // start-up and silence between gates; 0: max(gate limit, 60 s)
   double time_limit_s = 600;       // the whole lab, restarts included
+  double wall_factor = 10;
   // How the process is started (sandbox, uid slot, environment, limits). argv/output/channel are filled in.
   ProcessSpec process;
   std::vector<std::string> prefix;  // e.g. compute-sanitizer --tool memcheck ... (empty: run directly)

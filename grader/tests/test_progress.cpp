@@ -1,0 +1,178 @@
+// Time limits on a busy machine (grader/src/progress.h): a healthy gate that only waits for a CPU is not killed,
+// while a gate that spins, hangs or forks runaway processes still is. The load is made deterministic by pinning
+// the gate binary and a few busy loops to one CPU, so the gate gets a fraction of it whatever the machine has.
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <chrono>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "progress.h"
+#include "runner.h"
+#include "test_support.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+// Pins this thread (and so every process it starts) to one CPU, with `n` busy loops on that CPU beside it.
+// Undone on destruction.
+struct PinnedLoad {
+  cpu_set_t saved;
+  std::vector<pid_t> hogs;
+  explicit PinnedLoad(int n) {
+    sched_getaffinity(0, sizeof saved, &saved);
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &saved)) ++cpu;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    for (int i = 0; i < n; ++i) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        alarm(120);  // never outlive a crashed test
+        for (volatile unsigned long x = 0;; ++x) {
+        }
+      }
+      hogs.push_back(pid);
+    }
+  }
+  ~PinnedLoad() {
+    for (pid_t p : hogs) kill(p, SIGKILL);
+    for (pid_t p : hogs) waitpid(p, nullptr, 0);
+    sched_setaffinity(0, sizeof saved, &saved);
+  }
+};
+
+// The scripted gate binary of test_runner.cpp, reduced to what these tests need: gate b does $SCENARIO.
+const char* kScript = R"(#!/bin/bash
+shift 4
+IFS=, read -ra gates <<< "$1"
+emit() { echo "$1" >&3; }
+emit '{"event":"run_start","lab":"98","seed":7,"device":"none","rubric":"r"}'
+for g in "${gates[@]}"; do
+  emit "{\"event\":\"gate_start\",\"gate\":\"$g\"}"
+  if [ "$g" = b ]; then
+    case "$SCENARIO" in
+      work) while :; do read -ra st < /proc/$$/stat; (( st[13] + st[14] >= WORK_TICKS )) && break; done ;;
+      spin) while :; do :; done ;;
+      sleep) sleep 1000 ;;
+      children) for i in 1 2 3 4 5 6 7 8; do ( while :; do :; done ) & done; wait ;;
+    esac
+  fi
+  emit "{\"event\":\"gate_end\",\"gate\":\"$g\",\"status\":\"passed\",\"message\":\"\",\"seconds\":0.01}"
+done
+emit '{"event":"run_end","passed":3,"failed":0,"skipped":0}'
+)";
+
+struct Run {
+  test::TempDir dir{"progress"};
+  GateRunSpec spec;
+  LabResult lab;
+  double seconds = 0;
+  Run(const std::string& scenario, double gate_limit, std::vector<std::pair<std::string, std::string>> env = {}) {
+    fs::path script = dir.path / "gates.sh";
+    std::ofstream(script) << kScript;
+    fs::permissions(script, fs::perms::owner_all);
+    spec.exe = script;
+    spec.rubric = dir.path / "rubric.toml";
+    spec.log_dir = dir.path / "logs";
+    fs::create_directories(spec.log_dir);
+    spec.gate_time_limit_s = gate_limit;
+    spec.time_limit_s = 120;
+    spec.process.env = {{"PATH", "/usr/bin:/bin"}, {"SCENARIO", scenario}};
+    spec.process.env.insert(spec.process.env.end(), env.begin(), env.end());
+    lab.lab = "98";
+    for (const char* g : {"a", "b", "c"}) {
+      GateResult r;
+      r.id = g;
+      r.kind = "cpu";
+      r.max_points = 1;
+      lab.gates.push_back(r);
+    }
+  }
+  const GateResult& gate(const std::string& id) const {
+    for (const auto& g : lab.gates)
+      if (g.id == id) return g;
+    throw std::runtime_error("no gate " + id);
+  }
+  void go() {
+    auto t0 = std::chrono::steady_clock::now();
+    run_gates(lab, spec);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+std::string ticks(double s) { return std::to_string(static_cast<long>(s * sysconf(_SC_CLK_TCK))); }
+
+}  // namespace
+
+TEST_CASE("progress counts a sleeping tree at full speed", "[runner][progress]") {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sleep", "sleep", "1", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ProgressClock clock(pid);
+  while (clock.wall_seconds() < 0.8) {
+    clock.sample(std::chrono::milliseconds(0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(clock.progress_seconds() > 0.7);
+  CHECK(clock.cpu_seconds() < 0.3);
+  waitpid(pid, nullptr, 0);
+}
+
+TEST_CASE("a healthy gate that waits for a CPU is not killed at the gate limit", "[runner][progress]") {
+  // 0.6 s of its own CPU work against a 2 s limit, sharing one CPU with 5 busy loops: about 3.6 s on the clock,
+  // which a wall-clock limit would have killed.
+  Run r("work", 2.0, {{"WORK_TICKS", ticks(0.6)}});
+  {
+    PinnedLoad load(5);
+    r.go();
+  }
+  INFO(r.gate("b").message);
+  if (r.seconds < 2.0) WARN("the load did not slow the gate (" << r.seconds << " s): this run proves less");
+  CHECK(r.gate("b").status == Status::passed);
+  CHECK(r.gate("c").status == Status::passed);
+  REQUIRE_FALSE(r.lab.notes.empty());
+  CHECK_THAT(r.lab.notes.back(), ContainsSubstring("waiting for a CPU"));
+}
+
+TEST_CASE("a gate that spins is still killed under load, after its own time", "[runner][progress]") {
+  Run r("spin", 1.0);
+  {
+    PinnedLoad load(2);
+    r.go();
+  }
+  INFO(r.gate("b").message);
+  CHECK(r.gate("b").status == Status::timeout);
+  CHECK_THAT(r.gate("b").message, ContainsSubstring("of its own time"));
+  CHECK(r.gate("c").status == Status::passed);
+  CHECK(r.seconds < 30);
+}
+
+TEST_CASE("a gate that sleeps forever is killed at the gate limit", "[runner][progress]") {
+  Run r("sleep", 1.0);
+  r.go();
+  CHECK(r.gate("b").status == Status::timeout);
+  CHECK(r.seconds < 10);
+}
+
+TEST_CASE("runaway processes are killed by the CPU they use, even though each one starves", "[runner][progress]") {
+  // Eight busy children share the CPUs: each waits most of the time, so the progress of any one thread is slow,
+  // but together they use every core.
+  Run r("children", 1.5);
+  r.go();
+  INFO(r.gate("b").message);
+  CHECK(r.gate("b").status == Status::timeout);
+  CHECK(r.seconds < 20);
+}
