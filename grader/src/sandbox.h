@@ -107,7 +107,8 @@ class Process {
   std::optional<ExitInfo> exit_;
 };
 
-// Runs a process to completion with a wall-clock limit (compiling, linking, probes).
+// Runs a process to completion with a time limit on its own progress (compiling, linking, probes): wall time less
+// the time it waited for a CPU, so a busy machine does not make it time out; 10x the limit on the clock at most.
 struct Completed {
   ExitInfo exit;
   bool timed_out = false;
