@@ -99,3 +99,18 @@ TEST_CASE("max_ratio in the rubric", "[cpu][rubric]") {
   CHECK_THROWS_WITH(labkit::parse_rubric(std::string(base) + "max_ratio=1.5\n", "r.toml"),
                     ContainsSubstring("max_ratio must be above the threshold"));
 }
+TEST_CASE("every speed gate of labs 01, 02, 03 and 05 has a ceiling above its threshold and reference",
+          "[cpu][rubric]") {
+  // Run from common/tests (the CTest working directory).
+  for (const char* lab : {"01_matmul", "02_transpose", "03_access_patterns", "05_thrust_saxpy"}) {
+    const auto r = labkit::load_rubric(std::string("../../labs/") + lab + "/rubric.toml");
+    for (const auto& g : r.gates) {
+      if (g.kind != "speed") continue;
+      INFO(lab << " " << g.id);
+      REQUIRE(g.max_ratio);
+      CHECK(*g.max_ratio > *g.threshold);
+      // The reference solution must pass with room to spare on both sides.
+      if (g.reference) CHECK(*g.max_ratio > *g.reference);
+    }
+  }
+}
