@@ -135,13 +135,15 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   int call = 0;
   // One timed call: fresh inputs (so no cached answer matches), then L2 scrubbed. Scrubbing instead of rotating
   // among input sets because the refresh itself writes the inputs and leaves them in L2; only an eviction after it
-  // makes the timed call read from DRAM. Both are queued before the start event on the same (default) stream, so
-  // neither is timed; no synchronization in between, so that the call's launch overlaps the scrub and the interval
-  // holds no host launch latency. The previous call ended with a device-wide synchronization (the escaped-work
-  // wait), so nothing of it runs into this interval.
+  // makes the timed call read from DRAM. The device-wide synchronization after the refresh makes the fresh inputs
+  // complete for work on ANY stream (a step on a stream of its own would otherwise race with the refill and fail
+  // verification instead of being diagnosed as escaped work). The scrub is then queued before the start event,
+  // without a synchronization, so that the timed call's launch overlaps the scrub and the interval holds no host
+  // launch latency. The previous call ended with a device-wide synchronization (the escaped-work wait).
   auto timed = [&](const std::function<void(int)>& fn, double* escaped) {
     const int k = call++;
     tc.refresh(k);
+    LABKIT_CUDA(cudaDeviceSynchronize());
     evict_l2();
     timer.start();
     fn(k);
