@@ -29,6 +29,9 @@ namespace labkit::gate {
 // A run is reproduced by both values together, which every failure message prints:
 //   reproduce: build/ci/labs/01_matmul/lab01_gates_student "step3.correct" --rng-seed 1234 --labkit-secret 5678
 // --rng-seed alone, as before, still fixes the run's base seed, but the inputs differ unless the secret is given.
+// The secret is not hidden from code in the same process (the student's object could call secret()): it stops
+// tuning to the inputs ahead of time, not a step that inspects its inputs at run time (fresh inputs per timed
+// call and the verification after timing handle that).
 std::uint64_t seed(std::string_view label);
 std::uint64_t base_seed();
 std::uint64_t secret();
