@@ -57,7 +57,7 @@ inline std::vector<bool> flag_dips(const std::vector<double>& gbs) {
 }
 
 // Times the row-major (baseline) and diagonal (candidate) transposes of an n x n matrix, interleaved in one
-// compare_speed. Small matrices rotate through several input/output sets so that no repeat is served from L2
+// compare_speed. Used by the bench; the gates time against their own copy of the row-major kernel instead. Small matrices rotate through several input/output sets so that no repeat is served from L2
 // (which would hide any DRAM-partition effect, the very thing the sweep looks for).
 inline labkit::SpeedComparison time_orderings(int n, const labkit::TimingOptions& opt) {
   const std::size_t count = std::size_t(n) * n;
