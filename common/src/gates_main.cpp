@@ -13,6 +13,7 @@
 
 #include "labkit/check.h"
 #include "labkit/device.h"
+#include "labkit/gate.h"
 #include "labkit/not_implemented.h"
 #include "labkit/report.h"
 
@@ -55,6 +56,7 @@ class ResultChannelListener : public Catch::EventListenerBase {
     nlohmann::json j{{"event", "run_start"},
                      {"lab", labkit::detail::gate_lab_id},
                      {"seed", Catch::getSeed()},
+                     {"secret", labkit::gate::secret()},
                      {"rubric", labkit::detail::gate_rubric_path}};
     j["device"] = labkit::has_device() ? labkit::describe(labkit::device_info()) : labkit::no_device_reason();
     labkit::report::detail::write_line(j.dump());
@@ -144,13 +146,25 @@ CATCH_TRANSLATE_EXCEPTION(const labkit::CudaError& e) {
 
 int main(int argc, char** argv) {
   Catch::Session session;
-  std::string results, rubric;
+  std::string results, rubric, secret;
   using namespace Catch::Clara;
   auto cli = session.cli() |
              Opt(results, "path")["--labkit-results"]("append each gate's result as a JSON line to this file") |
-             Opt(rubric, "path")["--labkit-rubric"]("the rubric.toml with the speed thresholds (default: the lab's)");
+             Opt(rubric, "path")["--labkit-rubric"]("the rubric.toml with the speed thresholds (default: the lab's)") |
+             Opt(secret, "number")["--labkit-secret"]("the per-run secret mixed into the input seeds (default: random; "
+                                                      "given to reproduce a run, see labkit/gate.h)");
   session.cli(cli);
   if (int rc = session.applyCommandLine(argc, argv)) return rc;
+  if (!secret.empty()) {
+    try {
+      std::size_t used = 0;
+      labkit::gate::detail::set_secret(std::stoull(secret, &used, 0));
+      if (used != secret.size()) throw std::invalid_argument(secret);
+    } catch (const std::exception&) {
+      std::cerr << "--labkit-secret takes an unsigned 64-bit number, not '" << secret << "'" << std::endl;
+      return 2;
+    }
+  }
   labkit::detail::gate_binary = argv[0];
   labkit::detail::gate_rubric_path = rubric.empty() ? labkit::detail::gate_default_rubric : rubric;
   try {

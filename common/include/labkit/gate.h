@@ -3,6 +3,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,10 +20,25 @@
 
 namespace labkit::gate {
 
-// The run's base seed (Catch2's --rng-seed; random each run unless given) mixed with a label.
+// ---- Seeds ------------------------------------------------------------------------------------------------------
+// Every gate input comes from seed(label) = derive_seed(base_seed() mixed with secret(), label):
+//  - base_seed(): Catch2's --rng-seed (random each run unless given), printed in run_start and in every hint;
+//  - secret(): a per-run value that the gates' source does not determine: std::random_device at start-up, or
+//    `--labkit-secret X` to repeat a run. Without it a student could compute a fixed --rng-seed's inputs from the
+//    public gate source ahead of time and tune to them (special-case the values, hard-code the answers).
+// A run is reproduced by both values together, which every failure message prints:
+//   reproduce: build/ci/labs/01_matmul/lab01_gates_student "step3.correct" --rng-seed 1234 --labkit-secret 5678
+// --rng-seed alone, as before, still fixes the run's base seed, but the inputs differ unless the secret is given.
 std::uint64_t seed(std::string_view label);
 std::uint64_t base_seed();
-// "rerun: <binary> "step3.correct" --rng-seed 1234"
+std::uint64_t secret();
+// The pure mixing behind seed(), for tests: the same (base, secret, label) always gives the same seed.
+std::uint64_t mix_seed(std::uint64_t base, std::uint64_t secret, std::string_view label);
+namespace detail {
+// Set once by the gate binary's main() from --labkit-secret; otherwise secret() draws one on first use.
+void set_secret(std::uint64_t secret);
+}  // namespace detail
+// "reproduce: <binary> "step3.correct" --rng-seed 1234 --labkit-secret 5678"
 std::string reproduce_hint();
 
 // The rubric this binary was started with (--labkit-rubric, or the lab's own rubric.toml).
@@ -34,10 +50,19 @@ double threshold(std::string gate_id = "");
 void require(const Verdict& verdict, std::string_view context);
 
 // Speed gate epilogue: reports baseline/candidate times, the figures of merit (work / time, e.g. GFLOP/s when
-// work is in GFLOP) and the ratio, then checks ratio >= threshold(gate). The failure message names both
-// figures, the threshold, the reference's ratio and the rubric's hint.
+// work is in GFLOP), the ratio and the escaped-work wait (metrics baseline_ms, candidate_ms, baseline_rate,
+// candidate_rate, ratio, escaped_ms), then fails the gate, in this order, when
+//  1. cmp.escaped: work still ran after the timed call returned (launched on a stream the timer does not see);
+//  2. the ratio is above the gate's max_ratio: beyond what the hardware allows (replayed results, hidden work);
+//  3. the ratio is below threshold(gate).
+// The failure message names both figures, the threshold, the ceiling, the reference's ratio and the rubric's hint.
 void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name, std::string_view candidate_name,
                      double work, std::string_view work_unit);
+
+// The verdict of require_speedup as a pure function (tested without a GPU): "" when the gate passes, otherwise
+// the first line of its failure (one of the three reasons above).
+std::string speed_problem(const SpeedComparison& cmp, double threshold, std::optional<double> max_ratio,
+                          std::string_view baseline_name, std::string_view candidate_name);
 
 // ---- Under compute-sanitizer ------------------------------------------------------------------------------------
 // Instrumented kernels run 10-1000x slower (racecheck on shared-memory kernels the slowest: a 2048^3 tiled matmul

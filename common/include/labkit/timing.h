@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace labkit {
 
@@ -46,10 +47,26 @@ struct TimedCase {
   std::function<void(int rep)> refresh;
   std::function<void()> verify;
 };
+//
+// The order of one round: refresh(k); evict_l2(); baseline(k) timed; refresh(k+1); evict_l2(); candidate(k+1)
+// timed; then the wait for escaped work. k counts every call from 0 (warm-up included), so a gate can derive the
+// inputs of call k from k, and the last call before verify() is always the candidate's.
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimedCase& timed_case, const TimingOptions& opt = {});
+// Deprecated: no fresh inputs, no verification, no escaped-work check (labs 04, 06, 07 until they move over).
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimingOptions& opt = {});
+
+// The escaped-work bound, a pure function so that it is tested without a GPU: a median wait above
+// max(0.25 * candidate median, 0.2 ms) after the stop event is work the timer did not see. See timing.cpp.
+double escaped_limit_ms(double candidate_median_ms);
+// Builds the comparison from the per-call times (ms) and per-call post-stop waits (ms) of the candidate.
+SpeedComparison summarize_comparison(std::vector<double> baseline_ms, std::vector<double> candidate_ms,
+                                     std::vector<double> escaped_ms);
+
+// Pushes everything out of L2 with an untimed read of a buffer twice the L2 size (on the default stream), so
+// that the next timed call reads its inputs from DRAM as it would in a real pipeline. See timing_l2.cu.
+void evict_l2();
 
 // How many distinct input sets of `bytes_per_set` to rotate through so that repeats cannot be served from L2.
 int rotation_sets(std::size_t bytes_per_set);

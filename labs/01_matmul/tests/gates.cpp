@@ -1,10 +1,12 @@
 // Lab 01 gates. Correctness: every step over shapes from 1x1x1 to 2048^3 (primes, non-multiples of every tile
 // size, 1xN and Mx1, M,N >> K), fresh random inputs per run, guard bands around every array, C checked for
-// never-written elements and for run-to-run differences. Speed: ratios measured in one process.
+// never-written elements and for run-to-run differences. Speed: every step against the gate's own cuBLAS call,
+// fresh inputs and a cold L2 per timed call, the last timed output verified (labkit::compare_speed with a TimedCase).
 #include <catch2/catch_test_macros.hpp>
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -201,8 +203,65 @@ void check_step(Step step) {
     if (!cap.skips(double(s.M) * s.N * s.K, str(s))) check_shape(step, s);
 }
 
-// Speed: candidate vs baseline at one size, after checking the candidate's answer at that size.
-void check_speed(Step baseline, Step candidate, int n) {
+// Speed: a step against the gate's own cuBLAS SGEMM (reference_sgemm, never the student's step 0) at n^3, after
+// checking the step's answer at that size. Every timed call gets fresh A, B and C (a result cached on pointers,
+// sizes or sampled values never matches) and a cold L2; after the timing the last call's C is checked against
+// cuBLAS on the same inputs and at sampled positions against the CPU (work done once and skipped later fails).
+struct SpeedRun {
+  Step candidate;
+  int n;
+  std::uint64_t seed_base;
+  int last = -1;  // the call whose inputs are on the device
+  std::uint64_t seed(const char* what, int k) const { return labkit::derive_seed(seed_base, what + std::to_string(k)); }
+};
+
+labkit::TimedCase timed_case(SpeedRun& run_, Inputs& in) {
+  const std::size_t nn = std::size_t(run_.n) * run_.n;
+  labkit::TimedCase tc;
+  tc.refresh = [&run_, &in, nn](int k) {
+    labkit::fill_random_device(in.dA.data(), nn, run_.seed("A", k));
+    labkit::fill_random_device(in.dB.data(), nn, run_.seed("B", k));
+    labkit::fill_random_device(in.dC.data(), nn, run_.seed("C", k));
+    run_.last = k;
+  };
+  tc.verify = [&run_, &in, nn]() {
+    const int n = run_.n, k = run_.last;
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    const auto got = in.dC.download();
+    // Host copies of the inputs of call k (the device fill is bit-identical), for the CPU samples.
+    const auto A = labkit::random_floats(nn, run_.seed("A", k)), B = labkit::random_floats(nn, run_.seed("B", k)),
+               C0 = labkit::random_floats(nn, run_.seed("C", k));
+    labkit::gate::require(labkit::check_unmodified(in.dA.download(), A, "A"), "after the timed calls");
+    labkit::gate::require(labkit::check_unmodified(in.dB.download(), B, "B"), "after the timed calls");
+    labkit::GuardedBuffer<float> trusted(nn, "C (cuBLAS)");
+    trusted.upload(C0);
+    reference_sgemm(n, n, n, in.dA.data(), in.dB.data(), trusted.data());
+    const auto t = trusted.download();
+    labkit::CheckOptions opt;
+    opt.tolerance = tolerance(n);
+    opt.name = "C";
+    opt.rows = opt.cols = n;
+    opt.initial = C0.data();
+    std::vector<std::pair<std::size_t, double>> samples;
+    for (int r = 0; r < 256; ++r) {
+      const auto pos = labkit::random_bits(run_.seed("positions", k), r);
+      const int i = int(pos % n), j = int((pos >> 32) % n);
+      samples.emplace_back(std::size_t(i) * n + j, labkit::matmul_ref_at(n, n, n, A, B, C0, i, j));
+    }
+    labkit::gate::require(labkit::check_close_at(t, samples, opt), "the cuBLAS cross-check itself");
+    const std::string ctx = std::string(kStepName[int(run_.candidate)]) +
+                            ", the last timed call (fresh inputs it had not seen before), M=N=K=" + std::to_string(n);
+    labkit::gate::require(labkit::check_close_at(got, samples, opt), ctx);
+    labkit::gate::require(labkit::check_close(got, std::vector<double>(t.begin(), t.end()), opt),
+                          ctx + " (compared with cuBLAS)");
+  };
+  return tc;
+}
+
+// The gate's verdict is `candidate` against cuBLAS. `previous` (the step before) is timed against the same cuBLAS
+// only to report how far the step moved (metric previous_ratio): the teaching point, step 2 many times faster than
+// step 1, without letting a deliberately slow earlier step raise this gate's ratio.
+void check_speed(Step candidate, int n, std::optional<Step> previous) {
   const Shape s{n, n, n};
   Inputs in(s);
   {
@@ -218,12 +277,33 @@ void check_speed(Step baseline, Step candidate, int n) {
   opt.warmup = 2;
   opt.min_repeats = 5;
   opt.budget_ms = 400;
-  auto launcher = [&](Step st) {
+  SpeedRun sr{candidate, n, labkit::gate::seed("speed " + str(s))};
+  auto cublas_call = [&](int) { reference_sgemm(n, n, n, in.dA.data(), in.dB.data(), in.dC.data()); };
+  auto step_call = [&](Step st) {
     return [&, st](int) { run(st, n, n, n, in.dA.data(), in.dB.data(), in.dC.data()); };
   };
-  const auto cmp = labkit::compare_speed(launcher(baseline), launcher(candidate), opt);
+  const auto cmp = labkit::compare_speed(cublas_call, step_call(candidate), timed_case(sr, in), opt);
   const double gflop = 2.0 * n * double(n) * n / 1e9;
-  labkit::gate::require_speedup(cmp, kStepName[int(baseline)], kStepName[int(candidate)], gflop, "GFLOP");
+  if (previous) {
+    // Information only: a few calls, and a previous step that is missing or wrong just leaves the metric out.
+    try {
+      labkit::TimingOptions quick;
+      quick.warmup = 1;
+      quick.min_repeats = 3;
+      quick.budget_ms = 0;
+      labkit::TimedCase info_only;
+      info_only.refresh = timed_case(sr, in).refresh;
+      info_only.verify = [] {};  // not graded here: the previous step's own gates check its answers
+      const auto prev = labkit::compare_speed(cublas_call, step_call(*previous), info_only, quick);
+      labkit::report::metric("previous_ratio", prev.ratio, "x");
+      UNSCOPED_INFO(kStepName[int(candidate)] << " runs at " << cmp.ratio << "x cuBLAS, "
+                                              << kStepName[int(*previous)] << " at " << prev.ratio << "x: "
+                                              << (prev.ratio > 0 ? cmp.ratio / prev.ratio : 0) << " times faster");
+    } catch (const std::exception&) {
+      LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
+    }
+  }
+  labkit::gate::require_speedup(cmp, "cuBLAS SGEMM (the gate's own call)", kStepName[int(candidate)], gflop, "GFLOP");
 }
 
 }  // namespace
@@ -261,17 +341,17 @@ TEST_CASE("step5.correct", "[lab01][step5][correctness]") {
 
 TEST_CASE("step2.speed", "[lab01][step2][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::naive_col, Step::naive_row, 2048);
+  check_speed(Step::naive_row, 2048, Step::naive_col);
 }
 TEST_CASE("step3.speed", "[lab01][step3][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::naive_row, Step::tiled, 4096);
+  check_speed(Step::tiled, 4096, Step::naive_row);
 }
 TEST_CASE("step4.speed", "[lab01][step4][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::tiled, Step::regblock, 4096);
+  check_speed(Step::regblock, 4096, Step::tiled);
 }
 TEST_CASE("step5.speed", "[lab01][step5][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::cublas, Step::tuned, 4096);
+  check_speed(Step::tuned, 4096, std::nullopt);
 }

@@ -1,9 +1,11 @@
 // Lab 02 gates. Correctness: every step over shapes from 1x1 to 4099x3001 (1xN, Nx1, primes, non-multiples of
 // the 32 and 64 tiles, rectangles both ways), fresh random inputs per run, guard bands around both arrays, the
 // output poisoned before every run, the input checked unmodified, and a second run compared bit for bit.
-// Speed: ratios measured in one process at 8192 x 8192 (256 MB per matrix, far beyond the 50 MB L2).
+// Speed: every step against cudaMemcpy device-to-device in one process at 8192 x 8192 (256 MB per matrix, far
+// beyond the 50 MB L2), fresh inputs and a cold L2 per timed call, the last timed output verified.
 #include <catch2/catch_test_macros.hpp>
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -149,18 +151,18 @@ void check_step(Step step) {
   for (const Shape& s : kShapes) check_shape(step, s);
 }
 
-// Speed: candidate vs baseline at n x n, after checking the candidate's answer at that size. The input is filled
-// on the device (bit-identical to the host fill), the output checked at sampled positions: three whole rows and
-// three whole columns of `out` (edges and middle) and 65536 random positions; never-written elements over all.
-void check_speed(Step baseline, Step candidate, int n = 8192) {
+// Speed: a step against cudaMemcpy device-to-device of the same bytes (the gate's own call, never a step of the
+// student's) at n x n, after checking the step's answer at that size. Every timed call gets a freshly filled input
+// and a poisoned output (so no result remembered from an earlier call matches) and a cold L2; after the timing the
+// last call's output is checked at sampled positions: three whole rows and three whole columns (edges and middle)
+// and 65536 random positions, and never-written elements over all.
+void check_speed(Step candidate, std::optional<Step> previous, int n = 8192) {
   const Shape s{n, n};
   const std::size_t count = std::size_t(n) * n;
-  const std::uint64_t seed = labkit::gate::seed("speed in");
+  const std::uint64_t seed_base = labkit::gate::seed("speed in");
   labkit::GuardedBuffer<float> din(count, "in"), dout(count, "out");
-  labkit::fill_random_device(din.data(), count, seed);
-  auto verify = [&](Step step) {
-    dout.poison();
-    run(step, n, n, din.data(), dout.data());
+  auto seed_of = [&](int k) { return labkit::derive_seed(seed_base, "call " + std::to_string(k)); };
+  auto check_output = [&](Step step, std::uint64_t seed, const std::string& when) {
     LABKIT_CUDA(cudaDeviceSynchronize());
     const auto out = dout.download();
     std::vector<std::pair<std::size_t, double>> samples;
@@ -171,25 +173,52 @@ void check_speed(Step baseline, Step candidate, int n = 8192) {
     for (std::size_t k = 0; k < std::size_t(n); ++k)
       for (std::size_t at : {std::size_t(0), std::size_t(n / 2), std::size_t(n - 1)}) sample(at, k), sample(k, at);
     for (int r = 0; r < 65536; ++r) {
-      const auto pos = labkit::random_bits(labkit::gate::seed("positions"), r);
+      const auto pos = labkit::random_bits(labkit::derive_seed(seed, "positions"), r);
       sample(std::size_t(pos % n), std::size_t((pos >> 32) % n));
     }
     labkit::gate::require(labkit::check_close_at(out, samples, options_for(step, s)),
-                          std::string(kStepName[int(step)]) + " at the timed size " + str(s));
+                          std::string(kStepName[int(step)]) + " " + when + " " + str(s));
     auto g = dout.check_guards();
-    if (!g.ok) FAIL(kStepName[int(step)] << " at " << str(s) << ": " << g.message);
+    if (!g.ok) FAIL(kStepName[int(step)] << " " << when << " " << str(s) << ": " << g.message);
   };
-  verify(candidate);
-  if (baseline != Step::memcpy) verify(baseline);  // a baseline that throws NotImplemented stops the gate here
+  labkit::fill_random_device(din.data(), count, seed_of(-1));
+  dout.poison();
+  run(candidate, n, n, din.data(), dout.data());
+  check_output(candidate, seed_of(-1), "at the timed size");
 
+  int last = -1;
+  labkit::TimedCase tc;
+  tc.refresh = [&](int k) {
+    labkit::fill_random_device(din.data(), count, seed_of(k));
+    dout.poison();
+    last = k;
+  };
+  tc.verify = [&] { check_output(candidate, seed_of(last), "in the last timed call (an input it had not seen), at"); };
   labkit::TimingOptions opt;
   opt.warmup = 3;
   opt.min_repeats = 10;
   opt.budget_ms = 150;
   auto launcher = [&](Step st) { return [&, st](int) { run(st, n, n, din.data(), dout.data()); }; };
-  const auto cmp = labkit::compare_speed(launcher(baseline), launcher(candidate), opt);
+  const auto cmp = labkit::compare_speed(launcher(Step::memcpy), launcher(candidate), tc, opt);
   const double gb = 2.0 * double(count) * sizeof(float) / 1e9;  // bytes read + written
-  labkit::gate::require_speedup(cmp, kStepName[int(baseline)], kStepName[int(candidate)], gb, "GB");
+  if (previous) {
+    // Information only (metric previous_ratio): how far this step moved from the previous one, both measured
+    // against the same memcpy, so a deliberately slow previous step cannot change this gate's verdict.
+    try {
+      labkit::TimingOptions quick;
+      quick.warmup = 1;
+      quick.min_repeats = 3;
+      quick.budget_ms = 0;
+      labkit::TimedCase info_only{tc.refresh, [] {}};  // not graded here: the previous step has its own gates
+      const auto prev = labkit::compare_speed(launcher(Step::memcpy), launcher(*previous), info_only, quick);
+      labkit::report::metric("previous_ratio", prev.ratio, "x");
+      UNSCOPED_INFO(kStepName[int(candidate)] << " runs at " << cmp.ratio << "x memcpy, " << kStepName[int(*previous)]
+                                              << " at " << prev.ratio << "x");
+    } catch (const std::exception&) {
+      LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
+    }
+  }
+  labkit::gate::require_speedup(cmp, kStepName[int(Step::memcpy)], kStepName[int(candidate)], gb, "GB");
 }
 
 }  // namespace
@@ -235,17 +264,17 @@ TEST_CASE("step5.correct", "[lab02][step5][correctness]") {
 
 TEST_CASE("step3.speed", "[lab02][step3][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::naive, Step::shared);
+  check_speed(Step::shared, Step::naive);
 }
 TEST_CASE("step4.speed", "[lab02][step4][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::shared, Step::padded);
+  check_speed(Step::padded, Step::shared);
 }
 TEST_CASE("step4.memcpy", "[lab02][step4][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::memcpy, Step::padded);
+  check_speed(Step::padded, std::nullopt);
 }
 TEST_CASE("step5.speed", "[lab02][step5][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::memcpy, Step::tuned);
+  check_speed(Step::tuned, Step::padded);
 }

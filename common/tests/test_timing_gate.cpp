@@ -1,0 +1,101 @@
+// CPU tests of the speed-gate mechanism that do not need a GPU: seed mixing with the per-run secret, the escaped-
+// work bound, the comparison summary, the verdict order of require_speedup, and max_ratio in the rubrics.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <string>
+#include <vector>
+
+#include "labkit/gate.h"
+#include "labkit/random.h"
+#include "labkit/rubric.h"
+#include "labkit/timing.h"
+
+using Catch::Matchers::ContainsSubstring;
+
+TEST_CASE("seeds mix the run's seed with the per-run secret", "[cpu][seed]") {
+  using labkit::gate::mix_seed;
+  // Reproducible: the same pair and label give the same seed.
+  CHECK(mix_seed(1234, 5678, "A") == mix_seed(1234, 5678, "A"));
+  // The secret changes every input, also for neighbouring values, and the labels stay apart.
+  CHECK(mix_seed(1234, 5678, "A") != mix_seed(1234, 5679, "A"));
+  CHECK(mix_seed(1234, 0, "A") != mix_seed(1234, 1, "A"));
+  CHECK(mix_seed(1234, 5678, "A") != mix_seed(1234, 5678, "B"));
+  CHECK(mix_seed(1234, 5678, "A") != mix_seed(1235, 5678, "A"));
+  // The public seed alone (the old derive_seed) no longer gives the inputs.
+  CHECK(mix_seed(1234, 5678, "A") != labkit::derive_seed(1234, "A"));
+  // base ^ secret must not cancel: swapping or shifting the pair gives other seeds.
+  CHECK(mix_seed(1, 2, "A") != mix_seed(2, 1, "A"));
+  CHECK(mix_seed(7, 7, "A") != mix_seed(0, 0, "A"));
+}
+
+TEST_CASE("the per-run secret is fixed within a run and settable to reproduce one", "[cpu][seed]") {
+  using namespace labkit::gate;
+  const std::uint64_t s = secret();
+  CHECK(secret() == s);  // every gate of one run sees the same inputs for the same label
+  detail::set_secret(42);
+  CHECK(secret() == 42);
+  CHECK(seed("x") == mix_seed(base_seed(), 42, "x"));
+  CHECK_THAT(reproduce_hint(), ContainsSubstring("--labkit-secret 42"));
+  CHECK_THAT(reproduce_hint(), ContainsSubstring("--rng-seed " + std::to_string(base_seed())));
+  detail::set_secret(s);
+}
+
+TEST_CASE("the escaped-work bound: 0.2 ms, or a quarter of the candidate's time", "[cpu][timing]") {
+  CHECK(labkit::escaped_limit_ms(0.01) == 0.2);
+  CHECK(labkit::escaped_limit_ms(0.8) == 0.2);
+  CHECK(labkit::escaped_limit_ms(4.0) == 1.0);
+}
+
+TEST_CASE("summarize_comparison: medians, ratio and escaped work", "[cpu][timing]") {
+  // A healthy candidate twice as fast; the idle synchronization takes ~10 us, and two calls of seven were
+  // descheduled by a busy machine (5 ms each): the median ignores them.
+  auto c = labkit::summarize_comparison({2, 2.1, 1.9, 2, 2, 2.2, 1.8}, {1, 1.1, 0.9, 1, 1, 1, 1},
+                                        {0.01, 5, 0.012, 0.009, 5, 0.011, 0.01});
+  CHECK(c.baseline.median_ms == 2);
+  CHECK(c.candidate.median_ms == 1);
+  CHECK(c.ratio == 2);
+  CHECK(c.escaped_ms == 0.011);
+  CHECK_FALSE(c.escaped);
+  CHECK(c.candidate.repeats == 7);
+
+  // Work on a private stream: the events see only the launch (10 us), the synchronization waits 3 ms.
+  auto h = labkit::summarize_comparison({3, 3, 3, 3, 3}, {0.01, 0.01, 0.012, 0.01, 0.011}, {3, 3.1, 2.9, 3, 3});
+  CHECK(h.escaped);
+  CHECK(h.escaped_ms == 3);
+
+  // A long step (8 ms) whose launch function ends with 0.5 ms of teardown: within a quarter of its time.
+  auto t = labkit::summarize_comparison({8, 8, 8}, {8, 8, 8}, {0.5, 0.5, 0.5});
+  CHECK_FALSE(t.escaped);
+}
+
+TEST_CASE("speed_problem: escaped work, then the ceiling, then the threshold", "[cpu][timing]") {
+  using labkit::gate::speed_problem;
+  labkit::SpeedComparison c;
+  c.ratio = 0.9;
+  CHECK(speed_problem(c, 0.6, 1.15, "memcpy", "step 5") == "");
+  CHECK(speed_problem(c, 0.6, std::nullopt, "memcpy", "step 5") == "");
+  CHECK_THAT(speed_problem(c, 1.0, 1.15, "memcpy", "step 5"),
+             ContainsSubstring("step 5 runs at 0.90x the speed of memcpy; the gate needs 1.00x"));
+  c.ratio = 39;
+  CHECK_THAT(speed_problem(c, 0.6, 1.15, "cuBLAS", "step 5"),
+             ContainsSubstring("beyond what the hardware allows (at most 1.15x"));
+  CHECK_THAT(speed_problem(c, 0.6, 1.15, "cuBLAS", "step 5"), ContainsSubstring("replayed results"));
+  CHECK(speed_problem(c, 0.6, std::nullopt, "cuBLAS", "step 5") == "");  // no ceiling in the rubric: passes
+  c.ratio = 1.15;
+  CHECK(speed_problem(c, 0.6, 1.15, "cuBLAS", "step 5") == "");  // the ceiling itself is allowed
+  c.escaped = true;  // hidden work is named first: it is the cause of the impossible ratio
+  c.ratio = 39;
+  CHECK_THAT(speed_problem(c, 0.6, 1.15, "cuBLAS", "step 5"),
+             ContainsSubstring("work still running after the timed call returned: a kernel launched on a stream the "
+                               "timer does not see"));
+}
+
+TEST_CASE("max_ratio in the rubric", "[cpu][rubric]") {
+  const char* base = "lab='1'\n[[gate]]\nid='s'\nkind='speed'\nmetric='ratio'\nthreshold=1.5\n";
+  auto r = labkit::parse_rubric(std::string(base) + "max_ratio=2.5\n", "r.toml");
+  REQUIRE(r.find("s")->max_ratio);
+  CHECK(*r.find("s")->max_ratio == 2.5);
+  CHECK_FALSE(labkit::parse_rubric(base, "r.toml").find("s")->max_ratio);
+  CHECK_THROWS_WITH(labkit::parse_rubric(std::string(base) + "max_ratio=1.5\n", "r.toml"),
+                    ContainsSubstring("max_ratio must be above the threshold"));
+}
