@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <sstream>
 #include <string>
@@ -367,21 +368,15 @@ constexpr std::size_t kSpeedN = std::size_t(1) << 24;
 
 std::uint64_t speed_seed(int rep) { return labkit::gate::seed("speed keys, timed call " + std::to_string(rep)); }
 
-// Where the output of the candidate's last timed call is. compare_speed refreshes before the baseline's calls as
-// well, so a refresh may follow the candidate's last call: the candidate's keys are then kept aside first
-// (untimed) and verify() checks those.
-struct LastCandidateCall {
-  int inputs_rep = -1;  // the rep whose keys the arrays hold now
-  int rep = -1;         // the keys the candidate's last timed call sorted
-  bool live = false;    // its output is still in the candidate's array (no refresh since)
-};
-
-void check_speed(Step candidate, const char* baseline_name,
-                 const std::function<void(float*, std::size_t)>& baseline) {
+// The gate's verdict is `candidate` against `baseline`. `previous` (an earlier step) is timed against the same
+// baseline only to report how far the step moved (metric previous_ratio): the teaching point, without letting a
+// deliberately slow earlier step raise this gate's ratio.
+void check_speed(Step candidate, const char* baseline_name, const std::function<void(float*, std::size_t)>& baseline,
+                 std::optional<Step> previous = std::nullopt) {
   const std::size_t n = kSpeedN;
   const std::string ctx = std::string(kStepName[int(candidate)]) + " at the timed size n = 2^24, ascending";
   labkit::GuardedBuffer<float> work(n, "keys");  // the candidate's array
-  labkit::DeviceBuffer<float> base(n), kept(n);  // the baseline's array; the candidate's output kept aside
+  labkit::DeviceBuffer<float> base(n);           // the baseline's own, so that it never sorts the candidate's keys
   {  // a fast wrong sort earns nothing (and fails here with the full diagnosis rather than after the timing)
     const std::vector<float> in = labkit::random_floats(n, speed_seed(-1), -1.f, 1.f);
     work.upload(in);
@@ -390,29 +385,24 @@ void check_speed(Step candidate, const char* baseline_name,
     require_guards(work.check_guards(), ctx);
     labkit::gate::require(check_sort(work.download(), in, Order::ascending), ctx);
   }
-  LastCandidateCall last;
+  // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
+  // the candidate's last call, so `last_rep` names the keys that call sorted.
+  int inputs_rep = -1, last_rep = -1;
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
-    if (last.live) {
-      LABKIT_CUDA(cudaMemcpy(kept.data(), work.data(), n * sizeof(float), cudaMemcpyDeviceToDevice));
-      last.live = false;
-    }
-    // The same keys for both sides (equal work); fill_random_device gives random_floats(n, seed) bit for bit.
+    // The same keys in both arrays (fill_random_device gives random_floats(n, seed) bit for bit).
     labkit::fill_random_device(work.data(), n, speed_seed(rep), -1.f, 1.f);
     labkit::fill_random_device(base.data(), n, speed_seed(rep), -1.f, 1.f);
-    LABKIT_CUDA(cudaDeviceSynchronize());
-    last.inputs_rep = rep;
+    inputs_rep = rep;
   };
   tc.verify = [&] {
     LABKIT_CUDA(cudaDeviceSynchronize());
-    if (last.rep < 0) FAIL(ctx << ": the timing made no call of the candidate to verify");
-    if (!last.live)
-      LABKIT_CUDA(cudaMemcpy(work.data(), kept.data(), n * sizeof(float), cudaMemcpyDeviceToDevice));
+    if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the last timed call was not the candidate's");
     require_guards(work.check_guards(), ctx + " (last timed call)");
-    const std::vector<float> in = labkit::random_floats(n, speed_seed(last.rep), -1.f, 1.f);
+    const std::vector<float> in = labkit::random_floats(n, speed_seed(last_rep), -1.f, 1.f);
     labkit::gate::require(check_sort(work.download(), in, Order::ascending),
-                          ctx + ", the output of the last timed call (fresh keys, timed call " +
-                              std::to_string(last.rep) + ")");
+                          ctx + ", the output of the last timed call (fresh keys, call " + std::to_string(last_rep) +
+                              ")");
   };
   labkit::TimingOptions opt;
   opt.warmup = 1;
@@ -421,10 +411,28 @@ void check_speed(Step candidate, const char* baseline_name,
   auto timed_baseline = [&](int) { baseline(base.data(), n); };
   auto timed_candidate = [&](int) {
     run_keys(candidate, work.data(), n, Order::ascending);
-    last.rep = last.inputs_rep;  // host bookkeeping only: nanoseconds inside the timed region
-    last.live = true;
+    last_rep = inputs_rep;  // host bookkeeping only: nanoseconds inside the timed region
   };
   const auto cmp = labkit::compare_speed(timed_baseline, timed_candidate, tc, opt);
+  if (previous) {
+    // Information only: a few calls; a previous step that is missing or wrong just leaves the metric out.
+    try {
+      labkit::TimingOptions quick;
+      quick.warmup = 1;
+      quick.min_repeats = 3;
+      quick.budget_ms = 0;
+      labkit::TimedCase info_only;
+      info_only.refresh = tc.refresh;
+      info_only.verify = [] {};  // not graded here: the previous step's own gates check its answers
+      const auto prev = labkit::compare_speed(
+          timed_baseline, [&](int) { run_keys(*previous, work.data(), n, Order::ascending); }, info_only, quick);
+      labkit::report::metric("previous_ratio", prev.ratio, "x");
+      UNSCOPED_INFO(kStepName[int(candidate)] << " runs at " << cmp.ratio << "x " << baseline_name << ", "
+                                              << kStepName[int(*previous)] << " at " << prev.ratio << "x");
+    } catch (const std::exception&) {
+      LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
+    }
+  }
   labkit::gate::require_speedup(cmp, baseline_name, kStepName[int(candidate)], double(n) / 1e9, "Gkeys");
 }
 
@@ -505,7 +513,7 @@ TEST_CASE("step3.speed", "[lab04][step3][speed]") {
   LABKIT_REQUIRE_GPU();
   // The baseline is the gate's own one-kernel-per-step network (what step 1 is), never the student's step 1.
   check_speed(Step::shared, "the textbook global-memory network (the gate's own, one kernel per step)",
-              [](float* k, std::size_t n) { lab04::baseline::global_bitonic_sort(k, n); });
+              [](float* k, std::size_t n) { lab04::baseline::global_bitonic_sort(k, n); }, Step::pow2);
 }
 TEST_CASE("step3.speed_thrust", "[lab04][step3][speed]") {
   LABKIT_REQUIRE_GPU();
@@ -513,5 +521,6 @@ TEST_CASE("step3.speed_thrust", "[lab04][step3][speed]") {
 }
 TEST_CASE("step5.speed", "[lab04][step5][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::fused, "thrust::sort", [](float* k, std::size_t n) { lab04::baseline::thrust_sort(k, n); });
+  check_speed(Step::fused, "thrust::sort", [](float* k, std::size_t n) { lab04::baseline::thrust_sort(k, n); },
+              Step::shared);
 }

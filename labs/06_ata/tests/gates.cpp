@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -277,14 +278,6 @@ std::uint64_t speed_seed(const Shape& s, int rep) {
   return labkit::gate::seed("A speed " + str(s) + ", timed call " + std::to_string(rep));
 }
 
-// Where the output of the candidate's last timed call is. compare_speed refreshes before the baseline's calls as
-// well, so a refresh may follow the candidate's last call: its C is then kept aside first (untimed).
-struct LastCandidateCall {
-  int inputs_rep = -1;  // the rep whose contents A holds now
-  int rep = -1;         // the A of the candidate's last timed call
-  bool live = false;    // its C is still in the candidate's buffer (no refresh since)
-};
-
 // The candidate's C against cublasDgemm on the same A (the trusted result), guards and exact symmetry.
 void require_matches_dgemm(Step candidate, const Shape& s, const labkit::GuardedBuffer<double>& dA,
                            const labkit::GuardedBuffer<double>& dC, const std::string& ctx) {
@@ -302,13 +295,16 @@ void require_matches_dgemm(Step candidate, const Shape& s, const labkit::Guarded
 }
 
 using Launcher = std::function<void(int, int, const double*, double*)>;
-void check_speed(const std::string& baseline_name, const Launcher& baseline, Step candidate, int M, int N) {
+
+// The gate's verdict is `candidate` against `baseline`. `previous` (an earlier step) is timed against the same
+// baseline only to report how far the step moved (metric previous_ratio): the teaching point, without letting a
+// deliberately slow earlier step raise this gate's ratio.
+void check_speed(const std::string& baseline_name, const Launcher& baseline, Step candidate, int M, int N,
+                 std::optional<Step> previous = std::nullopt) {
   const Shape s{M, N};
   const std::string ctx = std::string(name(candidate)) + " at the timed size " + str(s);
   labkit::GuardedBuffer<double> dA(std::size_t(M) * N, "A"), dC(std::size_t(N) * N, "C");
-  // The baseline writes its own C, so that it never overwrites the candidate's; `kept` holds the candidate's C
-  // when a refresh comes after its last timed call.
-  labkit::DeviceBuffer<double> base_C(std::size_t(N) * N), kept(std::size_t(N) * N);
+  labkit::DeviceBuffer<double> base_C(std::size_t(N) * N);  // the baseline's own C: it never writes the candidate's
   {  // a fast wrong kernel earns nothing (checked here first for an early, clear diagnosis)
     labkit::fill_random_device(dA.data(), dA.size(), speed_seed(s, -1));
     dC.poison();
@@ -316,38 +312,51 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
     LABKIT_CUDA(cudaDeviceSynchronize());
     require_matches_dgemm(candidate, s, dA, dC, ctx);
   }
-  const std::size_t c_bytes = std::size_t(N) * N * sizeof(double);
-  LastCandidateCall last;
+  // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
+  // the candidate's last call, so `last_rep` names the A that call read.
+  int inputs_rep = -1, last_rep = -1;
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
-    if (last.live) {
-      LABKIT_CUDA(cudaMemcpy(kept.data(), dC.data(), c_bytes, cudaMemcpyDeviceToDevice));
-      last.live = false;
-    }
     labkit::fill_random_device(dA.data(), dA.size(), speed_seed(s, rep));
     dC.poison();
-    LABKIT_CUDA(cudaDeviceSynchronize());
-    last.inputs_rep = rep;
+    inputs_rep = rep;
   };
   tc.verify = [&] {
     LABKIT_CUDA(cudaDeviceSynchronize());
-    if (last.rep < 0) FAIL(ctx << ": the timing made no call of the candidate to verify");
-    if (!last.live) LABKIT_CUDA(cudaMemcpy(dC.data(), kept.data(), c_bytes, cudaMemcpyDeviceToDevice));
-    if (last.inputs_rep != last.rep) labkit::fill_random_device(dA.data(), dA.size(), speed_seed(s, last.rep));
+    if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the last timed call was not the candidate's");
     require_matches_dgemm(candidate, s, dA, dC,
-                          ctx + ", the C of the last timed call (fresh A, timed call " + std::to_string(last.rep) + ")");
+                          ctx + ", the C of the last timed call (fresh A, call " + std::to_string(last_rep) + ")");
   };
   labkit::TimingOptions opt;
   opt.warmup = 2;
   opt.min_repeats = 5;
   opt.budget_ms = 400;
-  const auto cmp = labkit::compare_speed([&](int) { baseline(M, N, dA.data(), base_C.data()); },
+  auto timed_baseline = [&](int) { baseline(M, N, dA.data(), base_C.data()); };
+  const auto cmp = labkit::compare_speed(timed_baseline,
                                          [&](int) {
                                            run(candidate, M, N, dA.data(), dC.data());
-                                           last.rep = last.inputs_rep;  // host bookkeeping: nanoseconds
-                                           last.live = true;
+                                           last_rep = inputs_rep;  // host bookkeeping: nanoseconds
                                          },
                                          tc, opt);
+  if (previous) {
+    // Information only: a few calls; a previous step that is missing or wrong just leaves the metric out.
+    try {
+      labkit::TimingOptions quick;
+      quick.warmup = 1;
+      quick.min_repeats = 3;
+      quick.budget_ms = 0;
+      labkit::TimedCase info_only;
+      info_only.refresh = tc.refresh;
+      info_only.verify = [] {};  // not graded here: the previous step's own gates check its answers
+      const auto prev = labkit::compare_speed(
+          timed_baseline, [&](int) { run(*previous, M, N, dA.data(), dC.data()); }, info_only, quick);
+      labkit::report::metric("previous_ratio", prev.ratio, "x");
+      UNSCOPED_INFO(name(candidate) << " runs at " << cmp.ratio << "x " << baseline_name << ", " << name(*previous)
+                                    << " at " << prev.ratio << "x");
+    } catch (const std::exception&) {
+      LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
+    }
+  }
   // The work is the full product's 2*M*N^2 flops for every variant: symmetric variants are credited with the
   // half they did not compute, so the GFLOP/s are "effective" and comparable.
   const double gflop = 2.0 * M * double(N) * N / 1e9;
@@ -400,12 +409,12 @@ TEST_CASE("step7.correct", "[lab06][step7][correctness]") {
 TEST_CASE("step3.speed", "[lab06][step3][speed]") {
   LABKIT_REQUIRE_GPU();
   // The gate's own naive kernel (what step 2 is), never the student's step 2.
-  check_speed("the naive kernel (the gate's own)", lab06::baseline::naive_ata, Step::tiled, 2048, 2048);
+  check_speed("the naive kernel (the gate's own)", lab06::baseline::naive_ata, Step::tiled, 2048, 2048, Step::naive);
 }
 TEST_CASE("step6.speed", "[lab06][step6][speed]") {
   LABKIT_REQUIRE_GPU();
   // cublasDgemm, never the student's step 4: the threshold sits above where steps 4 and 5 land against it.
-  check_speed("cublasDgemm", reference_dgemm, Step::symmetric, 4096, 4096);
+  check_speed("cublasDgemm", reference_dgemm, Step::symmetric, 4096, 4096, Step::regblock);
 }
 TEST_CASE("step7.speed", "[lab06][step7][speed]") {
   LABKIT_REQUIRE_GPU();

@@ -664,42 +664,20 @@ std::uint64_t speed_seed(const std::string& what, int rep) {
   return labkit::gate::seed("speed " + what + ", timed call " + std::to_string(rep));
 }
 
-// The candidate's outputs and where the last timed call's values are. compare_speed refreshes before the
-// baseline's calls too, so a refresh may follow the candidate's last call: its outputs are then copied aside
-// (untimed) before the refresh overwrites them, and copied back for verify().
+// compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
+// the candidate's last call; this names the inputs that call read.
 class LastCandidateCall {
  public:
-  void output(double* dev, std::size_t n) { outs_.push_back({dev, n, labkit::DeviceBuffer<double>(n ? n : 1)}); }
-  void inputs_now(int rep) { inputs_rep_ = rep; }
-  int inputs_rep() const { return inputs_rep_; }
-  // In the timed lambda, after the candidate's call: host bookkeeping only, nanoseconds.
-  void called() { rep_ = inputs_rep_, live_ = true; }
-  // First thing in refresh().
-  void keep() {
-    if (!live_) return;
-    for (auto& o : outs_)
-      LABKIT_CUDA(cudaMemcpy(o.kept.data(), o.dev, o.n * sizeof(double), cudaMemcpyDeviceToDevice));
-    live_ = false;
-  }
-  // First thing in verify(): the last call's outputs back in place; returns the rep of its inputs.
-  int restore(const std::string& ctx) {
+  void inputs_now(int rep) { inputs_rep_ = rep; }      // in refresh()
+  void called() { rep_ = inputs_rep_; }                // after the candidate's timed call: nanoseconds
+  int rep(const std::string& ctx) const {              // in verify()
     sync();
-    if (rep_ < 0) FAIL(ctx << ": the timing made no call of the candidate to verify");
-    if (!live_)
-      for (auto& o : outs_)
-        LABKIT_CUDA(cudaMemcpy(o.dev, o.kept.data(), o.n * sizeof(double), cudaMemcpyDeviceToDevice));
+    if (rep_ < 0 || rep_ != inputs_rep_) FAIL(ctx << ": the last timed call was not the candidate's");
     return rep_;
   }
 
  private:
-  struct Out {
-    double* dev;
-    std::size_t n;
-    labkit::DeviceBuffer<double> kept;
-  };
-  std::vector<Out> outs_;
   int inputs_rep_ = -1, rep_ = -1;
-  bool live_ = false;
 };
 
 void poison(double* dev, std::size_t n) { LABKIT_CUDA(cudaMemset(dev, 0xFF, n * sizeof(double))); }  // NaNs
@@ -792,7 +770,6 @@ labkit::TimedCase solver_case(Solver s, const DevCsr& A, labkit::DeviceBuffer<do
   // A seed of its own per run length: the short and the long runs never share a b.
   const std::string label = "b, " + std::to_string(iters) + " iterations";
   tc.refresh = [=](int rep) {
-    pl->keep();
     labkit::fill_random_device(pb->data(), std::size_t(n), speed_seed(label, rep));
     px->poison();
     sync();
@@ -801,8 +778,7 @@ labkit::TimedCase solver_case(Solver s, const DevCsr& A, labkit::DeviceBuffer<do
   tc.verify = [=] {
     const std::string ctx = std::string(name(s)) + " at the timed size, the x of the last timed call (" +
                             std::to_string(iters) + " iterations from a fresh b)";
-    const int rep = pl->restore(ctx);
-    if (pl->inputs_rep() != rep) labkit::fill_random_device(pb->data(), std::size_t(n), speed_seed(label, rep));
+    pl->rep(ctx);  // b still holds that call's contents
     require_solver_matches(s, *pA, pb->data(), *px, iters, 1e-6, ctx);
   };
   return tc;
@@ -1026,10 +1002,8 @@ TEST_CASE("step1.speed", "[lab07][step1][speed]") {
   sync();
   require_dot(-1, "step 1b at the timed size n = 10^7");
   LastCandidateCall last;
-  last.output(result.data(), 1);
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
-    last.keep();
     fill(rep);
     poison(result.data(), 1);
     sync();
@@ -1037,7 +1011,7 @@ TEST_CASE("step1.speed", "[lab07][step1][speed]") {
   };
   tc.verify = [&] {
     const std::string ctx = "step 1b at the timed size, the result of the last timed call (fresh x and y)";
-    require_dot(last.restore(ctx), ctx);
+    require_dot(last.rep(ctx), ctx);
   };
   DevicePointerMode mode;
   const auto cmp = labkit::compare_speed(
@@ -1096,12 +1070,8 @@ TEST_CASE("step2.speed", "[lab07][step2][speed]") {
   sync();
   require_update(-1, "step 2 update_xr at the timed size");
   LastCandidateCall last;
-  last.output(x.data(), n);
-  last.output(r.data(), n);
-  last.output(rr.data(), 1);
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
-    last.keep();
     fill(rep);
     poison(rr.data(), 1);  // x and r are in-out: their fresh contents are the reset
     sync();
@@ -1109,7 +1079,7 @@ TEST_CASE("step2.speed", "[lab07][step2][speed]") {
   };
   tc.verify = [&] {
     const std::string ctx = "step 2 update_xr at the timed size, the x, r and r^T r of the last timed call";
-    require_update(last.restore(ctx), ctx);
+    require_update(last.rep(ctx), ctx);
   };
   const double h_scal[2] = {alpha, -alpha};
   LABKIT_CUDA(cudaMemcpy(scal.data(), h_scal, sizeof h_scal, cudaMemcpyHostToDevice));
@@ -1149,10 +1119,8 @@ TEST_CASE("step3.speed", "[lab07][step3][speed]") {
   sync();
   require_spmv(-1, "step 3a at the timed size (" + describe(A.host) + ")");
   LastCandidateCall last;
-  last.output(y.data(), std::size_t(n));
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
-    last.keep();
     labkit::fill_random_device(x.data(), std::size_t(n), speed_seed("x", rep));
     y.poison();
     sync();
@@ -1160,7 +1128,7 @@ TEST_CASE("step3.speed", "[lab07][step3][speed]") {
   };
   tc.verify = [&] {
     const std::string ctx = "step 3a at the timed size, the y of the last timed call (fresh x)";
-    require_spmv(last.restore(ctx), ctx);
+    require_spmv(last.rep(ctx), ctx);
   };
   lab07_baseline::CusparseSpmv spmv(cusparse(), A.view(), x.data(), yb.data());
   const auto cmp = labkit::compare_speed([&](int) { spmv(x.data(), yb.data()); },
@@ -1192,7 +1160,6 @@ TEST_CASE("step4.speed", "[lab07][step4][speed]") {
       LABKIT_CUDA(cudaMemcpyAsync(copy_dst.data(), copy_src.data(), half, cudaMemcpyDeviceToDevice));
   };
   LastCandidateCall last;
-  last.output(x.data(), std::size_t(n));
   lab07::CgOptions o;
   o.rel_tol = 0;  // never met: every run does exactly max_iter iterations
   auto candidate = [&](int iters) {
@@ -1215,7 +1182,6 @@ TEST_CASE("step6.speed", "[lab07][step6][speed]") {
   labkit::fill_random_device(b.data(), std::size_t(n), speed_seed("b", -1));
   check_solver_at_size(Solver::graph, A, b);
   LastCandidateCall last;
-  last.output(x.data(), std::size_t(n));
   lab07::CgOptions o;
   o.rel_tol = 0;
   auto candidate = [&](int iters) {
