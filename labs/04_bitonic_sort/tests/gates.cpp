@@ -3,8 +3,8 @@
 // NaN/inf inputs. An output is accepted when it is, bit for bit, a permutation of the input AND in the order of
 // labkit::float_order_key (NaNs last, -0.0 before +0.0; descending is the mirror image); key-value outputs must
 // also keep each value with its key. Guard bands around every array, a second run compared bit for bit.
-// Speed: step 3 against step 1 and against thrust::sort, step 5 against thrust::sort, at 2^24 keys, measured in one
-// process.
+// Speed: step 3 against the gate's own one-kernel-per-step network and against thrust::sort, step 5 against
+// thrust::sort, at 2^24 keys, measured in one process on fresh keys for every timed call, the last one verified.
 #include <catch2/catch_test_macros.hpp>
 #include <algorithm>
 #include <cfloat>
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <sstream>
 #include <string>
@@ -23,6 +24,7 @@
 #include "labkit/random.h"
 #include "labkit/ref_sort.h"
 #include "labkit/report.h"
+#include "global_bitonic.h"
 #include "thrust_sort.h"
 
 namespace {
@@ -355,40 +357,82 @@ void check_rejects(Step s) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Speed at 2^24 keys. Every timed run first restores the unsorted input (a device-to-device copy, ~0.05 ms, the
-// same for both sides), so that nobody sorts sorted data.
+// Speed at 2^24 keys, against baselines the student cannot change (thrust::sort, or the gate's own textbook
+// network in global_bitonic.cu), in the TimedCase form of labkit::compare_speed:
+//  - refresh(rep), untimed, before every timed call: both arrays get new random keys (a seed per rep), so nobody
+//    sorts sorted data and a sort that remembers its last answer (keyed on the pointer, n or a few sampled keys)
+//    hands back a wrong one;
+//  - verify(), untimed, after the timing: the output of the candidate's last timed call must be the sorted input
+//    of that call (the CPU check of the correctness gates, with its diagnosis).
 constexpr std::size_t kSpeedN = std::size_t(1) << 24;
 
-void check_speed(Step candidate, const char* baseline_name,
-                 const std::function<void(float*, std::size_t)>& baseline) {
+std::uint64_t speed_seed(int rep) { return labkit::gate::seed("speed keys, timed call " + std::to_string(rep)); }
+
+// The gate's verdict is `candidate` against `baseline`. `previous` (an earlier step) is timed against the same
+// baseline only to report how far the step moved (metric previous_ratio): the teaching point, without letting a
+// deliberately slow earlier step raise this gate's ratio.
+void check_speed(Step candidate, const char* baseline_name, const std::function<void(float*, std::size_t)>& baseline,
+                 std::optional<Step> previous = std::nullopt) {
   const std::size_t n = kSpeedN;
-  const std::vector<float> in = labkit::random_floats(n, labkit::gate::seed("speed keys"), -1.f, 1.f);
-  labkit::DeviceBuffer<float> src(in);
-  labkit::GuardedBuffer<float> work(n, "keys");
   const std::string ctx = std::string(kStepName[int(candidate)]) + " at the timed size n = 2^24, ascending";
-  {  // a fast wrong sort earns nothing
+  labkit::GuardedBuffer<float> work(n, "keys");  // the candidate's array
+  labkit::DeviceBuffer<float> base(n);           // the baseline's own, so that it never sorts the candidate's keys
+  {  // a fast wrong sort earns nothing (and fails here with the full diagnosis rather than after the timing)
+    const std::vector<float> in = labkit::random_floats(n, speed_seed(-1), -1.f, 1.f);
     work.upload(in);
     run_keys(candidate, work.data(), n, Order::ascending);
     LABKIT_CUDA(cudaDeviceSynchronize());
     require_guards(work.check_guards(), ctx);
     labkit::gate::require(check_sort(work.download(), in, Order::ascending), ctx);
   }
-  auto restore = [&] {
-    LABKIT_CUDA(cudaMemcpyAsync(work.data(), src.data(), n * sizeof(float), cudaMemcpyDeviceToDevice));
+  // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
+  // the candidate's last call, so `last_rep` names the keys that call sorted.
+  int inputs_rep = -1, last_rep = -1;
+  labkit::TimedCase tc;
+  tc.refresh = [&](int rep) {
+    // The same keys in both arrays (fill_random_device gives random_floats(n, seed) bit for bit).
+    labkit::fill_random_device(work.data(), n, speed_seed(rep), -1.f, 1.f);
+    labkit::fill_random_device(base.data(), n, speed_seed(rep), -1.f, 1.f);
+    inputs_rep = rep;
+  };
+  tc.verify = [&] {
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the last timed call was not the candidate's");
+    require_guards(work.check_guards(), ctx + " (last timed call)");
+    const std::vector<float> in = labkit::random_floats(n, speed_seed(last_rep), -1.f, 1.f);
+    labkit::gate::require(check_sort(work.download(), in, Order::ascending),
+                          ctx + ", the output of the last timed call (fresh keys, call " + std::to_string(last_rep) +
+                              ")");
   };
   labkit::TimingOptions opt;
   opt.warmup = 1;
   opt.min_repeats = 5;
   opt.budget_ms = 200;
-  auto timed_baseline = [&](int) {
-    restore();
-    baseline(work.data(), n);
-  };
+  auto timed_baseline = [&](int) { baseline(base.data(), n); };
   auto timed_candidate = [&](int) {
-    restore();
     run_keys(candidate, work.data(), n, Order::ascending);
+    last_rep = inputs_rep;  // host bookkeeping only: nanoseconds inside the timed region
   };
-  const auto cmp = labkit::compare_speed(timed_baseline, timed_candidate, opt);
+  const auto cmp = labkit::compare_speed(timed_baseline, timed_candidate, tc, opt);
+  if (previous) {
+    // Information only: a few calls; a previous step that is missing or wrong just leaves the metric out.
+    try {
+      labkit::TimingOptions quick;
+      quick.warmup = 1;
+      quick.min_repeats = 3;
+      quick.budget_ms = 0;
+      labkit::TimedCase info_only;
+      info_only.refresh = tc.refresh;
+      info_only.verify = [] {};  // not graded here: the previous step's own gates check its answers
+      const auto prev = labkit::compare_speed(
+          timed_baseline, [&](int) { run_keys(*previous, work.data(), n, Order::ascending); }, info_only, quick);
+      labkit::report::metric("previous_ratio", prev.ratio, "x");
+      UNSCOPED_INFO(kStepName[int(candidate)] << " runs at " << cmp.ratio << "x " << baseline_name << ", "
+                                              << kStepName[int(*previous)] << " at " << prev.ratio << "x");
+    } catch (const std::exception&) {
+      LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
+    }
+  }
   labkit::gate::require_speedup(cmp, baseline_name, kStepName[int(candidate)], double(n) / 1e9, "Gkeys");
 }
 
@@ -467,8 +511,9 @@ TEST_CASE("step5.correct", "[lab04][step5][correctness]") {
 
 TEST_CASE("step3.speed", "[lab04][step3][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::shared, kStepName[int(Step::pow2)],
-              [](float* k, std::size_t n) { lab04::sort_global_pow2(k, n); });
+  // The baseline is the gate's own one-kernel-per-step network (what step 1 is), never the student's step 1.
+  check_speed(Step::shared, "the textbook global-memory network (the gate's own, one kernel per step)",
+              [](float* k, std::size_t n) { lab04::baseline::global_bitonic_sort(k, n); }, Step::pow2);
 }
 TEST_CASE("step3.speed_thrust", "[lab04][step3][speed]") {
   LABKIT_REQUIRE_GPU();
@@ -476,5 +521,6 @@ TEST_CASE("step3.speed_thrust", "[lab04][step3][speed]") {
 }
 TEST_CASE("step5.speed", "[lab04][step5][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::fused, "thrust::sort", [](float* k, std::size_t n) { lab04::baseline::thrust_sort(k, n); });
+  check_speed(Step::fused, "thrust::sort", [](float* k, std::size_t n) { lab04::baseline::thrust_sort(k, n); },
+              Step::shared);
 }

@@ -2,18 +2,22 @@
 // of no tile, square, N x 2N and tall A), fresh random inputs per run, guard bands around A and C, C poisoned
 // before every call so that unwritten elements are told apart, A verified unmodified, C checked against a
 // compensated CPU reference (full, or sampled plus an element-wise cross-check with cublasDgemm for large C),
-// exact symmetry, and a repeat run compared bit for bit. Speed: ratios measured in one process.
+// exact symmetry, and a repeat run compared bit for bit. Speed: ratios against cuBLAS or the gate's own naive kernel,
+// measured in one process on a fresh A for every timed call, the last call's C verified.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "ata.h"
+#include "naive_ata.h"
 #include "labkit/cublas.h"
 #include "labkit/gate.h"
 #include "labkit/guard.h"
@@ -264,40 +268,99 @@ void check_step(Step step) {
     if (!cap.skips(double(s.M) * s.N * s.N, str(s))) check_shape(step, s);
 }
 
-// Speed: candidate vs baseline at one size, after checking the candidate's answer at that size.
+// Speed: candidate vs a baseline the student cannot change (cublasDgemm, cublasDsyrk, or the gate's own naive
+// kernel in naive_ata.cu) at one size, in the TimedCase form of labkit::compare_speed:
+//  - refresh(rep), untimed, before every timed call: A gets new random contents (a seed per rep) and C the poison,
+//    so a step that caches C (keyed on pointers, sizes or sampled values) or returns at once leaves a wrong C;
+//  - verify(), untimed, after the timing: the C of the candidate's last timed call is compared with cublasDgemm
+//    on that call's A, and must be exactly symmetric.
+std::uint64_t speed_seed(const Shape& s, int rep) {
+  return labkit::gate::seed("A speed " + str(s) + ", timed call " + std::to_string(rep));
+}
+
+// The candidate's C against cublasDgemm on the same A (the trusted result), guards and exact symmetry.
+void require_matches_dgemm(Step candidate, const Shape& s, const labkit::GuardedBuffer<double>& dA,
+                           const labkit::GuardedBuffer<double>& dC, const std::string& ctx) {
+  for (const auto* buf : {&dA, &dC}) {
+    const auto g = buf->check_guards();
+    if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+  }
+  const auto out = dC.download();
+  labkit::GuardedBuffer<double> trusted(std::size_t(s.N) * s.N, "C (cublasDgemm)");
+  trusted.poison();
+  reference_dgemm(s.M, s.N, dA.data(), trusted.data());
+  const auto t = trusted.download();
+  labkit::gate::require(labkit::check_close(out, t, options_for(s)), ctx + " (compared with cublasDgemm)");
+  labkit::gate::require(check_exact_symmetry(out, s.N, candidate), ctx);
+}
+
 using Launcher = std::function<void(int, int, const double*, double*)>;
-void check_speed(const std::string& baseline_name, const Launcher& baseline, Step candidate, int M, int N) {
+
+// The gate's verdict is `candidate` against `baseline`. `previous` (an earlier step) is timed against the same
+// baseline only to report how far the step moved (metric previous_ratio): the teaching point, without letting a
+// deliberately slow earlier step raise this gate's ratio.
+void check_speed(const std::string& baseline_name, const Launcher& baseline, Step candidate, int M, int N,
+                 std::optional<Step> previous = std::nullopt) {
   const Shape s{M, N};
+  const std::string ctx = std::string(name(candidate)) + " at the timed size " + str(s);
   labkit::GuardedBuffer<double> dA(std::size_t(M) * N, "A"), dC(std::size_t(N) * N, "C");
-  labkit::fill_random_device(dA.data(), dA.size(), labkit::gate::seed("A speed " + str(s)));
-  {
+  labkit::DeviceBuffer<double> base_C(std::size_t(N) * N);  // the baseline's own C: it never writes the candidate's
+  {  // a fast wrong kernel earns nothing (checked here first for an early, clear diagnosis)
+    labkit::fill_random_device(dA.data(), dA.size(), speed_seed(s, -1));
     dC.poison();
     run(candidate, M, N, dA.data(), dC.data());
     LABKIT_CUDA(cudaDeviceSynchronize());
-    const auto out = dC.download();
-    auto g = dC.check_guards();
-    if (!g.ok) FAIL(name(candidate) << " at the timed size " << str(s) << ": " << g.message);
-    labkit::GuardedBuffer<double> trusted(std::size_t(N) * N, "C (cublasDgemm)");
-    reference_dgemm(M, N, dA.data(), trusted.data());
-    const auto t = trusted.download();
-    const std::string ctx = std::string(name(candidate)) + " at the timed size " + str(s);
-    labkit::gate::require(labkit::check_close(out, t, options_for(s)), ctx + " (compared with cublasDgemm)");
-    labkit::gate::require(check_exact_symmetry(out, N, candidate), ctx);
+    require_matches_dgemm(candidate, s, dA, dC, ctx);
   }
+  // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
+  // the candidate's last call, so `last_rep` names the A that call read.
+  int inputs_rep = -1, last_rep = -1;
+  labkit::TimedCase tc;
+  tc.refresh = [&](int rep) {
+    labkit::fill_random_device(dA.data(), dA.size(), speed_seed(s, rep));
+    dC.poison();
+    inputs_rep = rep;
+  };
+  tc.verify = [&] {
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the last timed call was not the candidate's");
+    require_matches_dgemm(candidate, s, dA, dC,
+                          ctx + ", the C of the last timed call (fresh A, call " + std::to_string(last_rep) + ")");
+  };
   labkit::TimingOptions opt;
   opt.warmup = 2;
   opt.min_repeats = 5;
   opt.budget_ms = 400;
-  const auto cmp = labkit::compare_speed([&](int) { baseline(M, N, dA.data(), dC.data()); },
-                                         [&](int) { run(candidate, M, N, dA.data(), dC.data()); }, opt);
+  auto timed_baseline = [&](int) { baseline(M, N, dA.data(), base_C.data()); };
+  const auto cmp = labkit::compare_speed(timed_baseline,
+                                         [&](int) {
+                                           run(candidate, M, N, dA.data(), dC.data());
+                                           last_rep = inputs_rep;  // host bookkeeping: nanoseconds
+                                         },
+                                         tc, opt);
+  if (previous) {
+    // Information only: a few calls; a previous step that is missing or wrong just leaves the metric out.
+    try {
+      labkit::TimingOptions quick;
+      quick.warmup = 1;
+      quick.min_repeats = 3;
+      quick.budget_ms = 0;
+      labkit::TimedCase info_only;
+      info_only.refresh = tc.refresh;
+      info_only.verify = [] {};  // not graded here: the previous step's own gates check its answers
+      const auto prev = labkit::compare_speed(
+          timed_baseline, [&](int) { run(*previous, M, N, dA.data(), dC.data()); }, info_only, quick);
+      labkit::report::metric("previous_ratio", prev.ratio, "x");
+      UNSCOPED_INFO(name(candidate) << " runs at " << cmp.ratio << "x " << baseline_name << ", " << name(*previous)
+                                    << " at " << prev.ratio << "x");
+    } catch (const std::exception&) {
+      LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
+    }
+  }
   // The work is the full product's 2*M*N^2 flops for every variant: symmetric variants are credited with the
   // half they did not compute, so the GFLOP/s are "effective" and comparable.
   const double gflop = 2.0 * M * double(N) * N / 1e9;
   labkit::gate::require_speedup(cmp, baseline_name, name(candidate), gflop, "GFLOP");
-}
-
-Launcher step_launcher(Step s) {
-  return [s](int M, int N, const double* A, double* C) { run(s, M, N, A, C); };
 }
 
 }  // namespace
@@ -345,11 +408,13 @@ TEST_CASE("step7.correct", "[lab06][step7][correctness]") {
 
 TEST_CASE("step3.speed", "[lab06][step3][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(name(Step::naive), step_launcher(Step::naive), Step::tiled, 2048, 2048);
+  // The gate's own naive kernel (what step 2 is), never the student's step 2.
+  check_speed("the naive kernel (the gate's own)", lab06::baseline::naive_ata, Step::tiled, 2048, 2048, Step::naive);
 }
 TEST_CASE("step6.speed", "[lab06][step6][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(name(Step::regblock), step_launcher(Step::regblock), Step::symmetric, 4096, 4096);
+  // cublasDgemm, never the student's step 4: the threshold sits above where steps 4 and 5 land against it.
+  check_speed("cublasDgemm", reference_dgemm, Step::symmetric, 4096, 4096, Step::regblock);
 }
 TEST_CASE("step7.speed", "[lab06][step7][speed]") {
   LABKIT_REQUIRE_GPU();
