@@ -50,8 +50,8 @@ std::string row_col(std::ptrdiff_t index, std::size_t row_length) {
 // What the first changed word holds says what kind of bug wrote it.
 std::string contents(std::uint64_t word, unsigned elem_size) {
   if (has_guard_form(word, elem_size))
-    return "holds guard bytes that belong to another position: out-of-range data (read past the end of an array) "
-           "was copied there";
+    return "holds guard bytes that belong elsewhere (another position, or another array's band): out-of-range "
+           "data (read past the end of an array) was copied there";
   return "holds " + hex(word, elem_size) + " (a value stored there)";
 }
 
@@ -97,7 +97,7 @@ GuardReport guard_report(const GuardScan& lower, const GuardScan& upper, const G
     r.first_after = upper.first - (g.guard_elems + g.n);
     r.last_after = upper.last - (g.guard_elems + g.n);
     os << " " << r.after << " element(s) written past the end of " << name << ", from " << name << "[n+"
-       << r.first_after << "] to " << name << "[n+" << r.last_after << "] (n = " << g.n << ")";
+       << r.first_after << "] to " << name << "[n+" << r.last_after << "] (n = " << g.n << ", its size)";
     if (L) {
       const auto first = static_cast<std::ptrdiff_t>(g.n + r.first_after), last = static_cast<std::ptrdiff_t>(
                                                                                   g.n + r.last_after);
