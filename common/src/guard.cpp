@@ -99,12 +99,12 @@ GuardReport guard_report(const GuardScan& lower, const GuardScan& upper, const G
     os << " " << r.after << " element(s) written past the end of " << name << ", from " << name << "[n+"
        << r.first_after << "] to " << name << "[n+" << r.last_after << "] (n = " << g.n << ", its size)";
     if (L) {
-      const auto first = static_cast<std::ptrdiff_t>(g.n + r.first_after), last = static_cast<std::ptrdiff_t>(
-                                                                                  g.n + r.last_after);
-      const std::size_t rows = (g.n + L - 1) / L;
+      const auto first = static_cast<std::ptrdiff_t>(g.n + r.first_after);
+      const auto last = static_cast<std::ptrdiff_t>(g.n + r.last_after);
+      const std::size_t rows = (g.n + L - 1) / L, rows_past = (g.n + r.last_after) / L + 1 - rows;
       os << "; " << name << " has " << rows << " row(s) of " << L << ", the writes reach " << row_col(first, L)
-         << " to " << row_col(last, L) << ": up to " << (g.n + r.last_after) / L - rows + 1
-         << " row(s) past its last row";
+         << " to " << row_col(last, L);
+      if (rows_past) os << ": up to " << rows_past << " row(s) past its last row";
     }
     os << "; the first " << contents(upper.first_word, g.elem_size);
     if (r.last_after + 1 == g.guard_elems)

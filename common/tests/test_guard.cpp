@@ -224,12 +224,13 @@ TEST_CASE("with the row length known, the diagnosis names rows past the last one
   // Before the start, rows are negative.
   HostGuarded d(37 * 100, 8192, 4, 42);
   std::memcpy(d.word(d.before(150)), &canonical, 4);
-  CHECK_THAT(d.report("C", 100).message, ContainsSubstring("C[-150] to C[-150] (row -2, column 50 to row -2, column 50"));
+  CHECK_THAT(d.report("C", 100).message,
+             ContainsSubstring("C[-150] to C[-150] (row -2, column 50 to row -2, column 50"));
 }
 
 // ---- on the device (skipped without one) -------------------------------------------------------------------
 
-TEST_CASE("device guards: intact, copied guard bytes, far writes, another buffer's band", "[cpu][guard][gpu]") {
+TEST_CASE("device guards: intact, copied guard bytes, far writes, another buffer's band", "[guard][gpu]") {
   LABKIT_REQUIRE_GPU();
   labkit::GuardedBuffer<float> c(1000, "C"), a(1000, "A");
   c.set_row_length(100);
@@ -276,7 +277,7 @@ TEST_CASE("device guards: intact, copied guard bytes, far writes, another buffer
   }
 }
 
-TEST_CASE("device guards: doubles, and the cost on a lab 05 sized array", "[cpu][guard][gpu]") {
+TEST_CASE("device guards: doubles, and the cost on a lab 05 sized array", "[guard][gpu]") {
   LABKIT_REQUIRE_GPU();
   labkit::GuardedBuffer<double> y(12345, "y");
   REQUIRE(y.check_guards().ok);
