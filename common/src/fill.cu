@@ -1,4 +1,5 @@
-// Device-side fills: seeded random values (bit-identical to the host generator) and poison patterns.
+// Device-side fills: seeded random values (bit-identical to the host generator), poison patterns, and the guard
+// bands' pattern with its device-side comparison.
 #include <cstdint>
 
 #include "labkit/check.h"
@@ -25,6 +26,35 @@ __global__ void fill_pattern_kernel(W* out, std::size_t n, W pattern) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x)
     out[i] = pattern;
+}
+
+// Word i of the allocation gets guard_word(key, i): the index is the absolute one, so that every position (and,
+// through the key, every buffer) holds a different word.
+template <class W>
+__global__ void fill_guard_kernel(W* base, std::size_t begin, std::size_t end, std::uint64_t key) {
+  for (std::size_t i = begin + blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < end;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    base[i] = static_cast<W>(guard_word(key, i, sizeof(W)));
+}
+
+// out[0] += changed words, out[1] = min index, out[2] = max index. Each thread keeps its own tally and touches
+// the summary only if it found something: an intact band (the common case) costs no atomics at all.
+template <class W>
+__global__ void scan_guard_kernel(const W* base, std::size_t begin, std::size_t end, std::uint64_t key,
+                                  unsigned long long* out) {
+  unsigned long long count = 0, lo = ~0ull, hi = 0;
+  for (std::size_t i = begin + blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < end;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    if (base[i] != static_cast<W>(guard_word(key, i, sizeof(W)))) {
+      ++count;
+      lo = lo < i ? lo : i;
+      hi = hi > i ? hi : i;
+    }
+  if (count) {
+    atomicAdd(&out[0], count);
+    atomicMin(&out[1], lo);
+    atomicMax(&out[2], hi);
+  }
 }
 
 unsigned grid_for(std::size_t n) {
@@ -54,6 +84,43 @@ void fill_pattern_device(void* dev, std::size_t count, std::size_t elem_size, st
   else
     fill_pattern_kernel<<<grid_for(count), 256>>>(static_cast<std::uint64_t*>(dev), count, pattern);
   LABKIT_CHECK_LAUNCH();
+}
+
+void fill_guard_device(void* base, std::size_t begin, std::size_t end, unsigned elem_size, std::uint64_t key) {
+  if (end <= begin) return;
+  const unsigned grid = grid_for(end - begin);
+  if (elem_size == 4)
+    fill_guard_kernel<<<grid, 256>>>(static_cast<std::uint32_t*>(base), begin, end, key);
+  else
+    fill_guard_kernel<<<grid, 256>>>(static_cast<std::uint64_t*>(base), begin, end, key);
+  LABKIT_CHECK_LAUNCH();
+}
+
+GuardScan scan_guard_device(const void* base, std::size_t begin, std::size_t end, unsigned elem_size,
+                            std::uint64_t key) {
+  GuardScan s;
+  if (end <= begin) return s;
+  const unsigned long long init[3] = {0, ~0ull, 0};
+  unsigned long long summary[3];
+  DeviceBuffer<unsigned long long> out(3);
+  LABKIT_CUDA(cudaMemcpy(out.data(), init, sizeof init, cudaMemcpyHostToDevice));
+  const unsigned grid = grid_for(end - begin);
+  if (elem_size == 4)
+    scan_guard_kernel<<<grid, 256>>>(static_cast<const std::uint32_t*>(base), begin, end, key, out.data());
+  else
+    scan_guard_kernel<<<grid, 256>>>(static_cast<const std::uint64_t*>(base), begin, end, key, out.data());
+  LABKIT_CHECK_LAUNCH();
+  LABKIT_CUDA(cudaMemcpy(summary, out.data(), sizeof summary, cudaMemcpyDeviceToHost));
+  s.count = summary[0];
+  if (!s.count) return s;
+  s.first = summary[1];
+  s.last = summary[2];
+  // The first changed word itself (one word, not the band): its contents tell a copy from a computed value.
+  std::uint64_t w = 0;
+  LABKIT_CUDA(cudaMemcpy(&w, static_cast<const unsigned char*>(base) + s.first * elem_size, elem_size,
+                         cudaMemcpyDeviceToHost));
+  s.first_word = w;  // little-endian: a 4-byte word lands in the low half
+  return s;
 }
 
 }  // namespace labkit

@@ -1,16 +1,27 @@
-// Guard bands and poison. A GuardedBuffer is a device array with 64 KiB of a known byte pattern before and after
-// it: a kernel that writes out of bounds changes the pattern and check_guards() says where. poison() fills the
-// array itself with a value no correct kernel produces (a NaN with a payload, or an unlikely integer), so that an
-// element the kernel never wrote is told apart from one it computed wrongly.
+// Guard bands and poison. A GuardedBuffer is a device array with a guard band before and after it, in the same
+// allocation. poison() fills the array itself with a value no correct kernel produces (a NaN with a payload, or
+// an unlikely integer), so that an element the kernel never wrote is told apart from one it computed wrongly.
+//
+// The guard bands are what catch out-of-bounds writes, and two things decide whether they catch all of them:
+// - Contents. Every guard word is a different value: a hash of the buffer's own id and the word's position in
+//   the allocation. A single byte pattern everywhere hides a kernel that copies guard bytes onto guard bytes
+//   (a tile copied one row too far, out-of-range input copied to out-of-range output); with a per-position,
+//   per-buffer pattern any moved word is a changed word. Each word is also a signalling NaN (of the element's
+//   width), so arithmetic on it (`C[i] += 0.0f` past the edge) always changes its bits.
+// - Width. Each band is max(1 MiB, the array's own size capped at 64 MiB), so a store one whole tile row too far
+//   lands in it (see default_guard_bytes()); a gate that knows a wider stride can ask for more.
+// check_guards() compares the bands on the device and copies back only a summary (count, first and last changed
+// word), so checking a 64 MiB band costs a kernel launch, not a 64 MiB transfer.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "labkit/buffer.h"
+#include "labkit/random.h"
 
 namespace labkit {
 
@@ -37,33 +48,112 @@ bool is_poison(const T& v) {
 // Fill `count` elements of `elem_size` bytes (4 or 8) with a bit pattern, on the device.
 void fill_pattern_device(void* dev, std::size_t count, std::size_t elem_size, std::uint64_t pattern);
 
+// ---- the guard pattern ------------------------------------------------------------------------------------
+// key: derived once per buffer from its id; word i: the i-th elem_size-byte word of the allocation (the lower
+// band starts at 0, the array at the band's width, the upper band right after the array), so that the lower
+// band, the upper band and every other buffer's bands all hold different words.
+LABKIT_HD inline std::uint64_t guard_key(std::uint64_t buffer_id) { return mix64(buffer_id ^ 0x6775617264ull); }
+
+// A negative signalling NaN with a hashed, non-zero payload: 21 random bits for 4-byte words, 50 for 8-byte words.
+// Signalling, because every arithmetic operation returns a quiet NaN (the GPU's canonical 0x7fffffff, or the
+// payload with the quiet bit set): the result of `guard + x` can never equal the guard word it replaces.
+LABKIT_HD inline std::uint64_t guard_word(std::uint64_t key, std::uint64_t i, unsigned elem_size) {
+  const std::uint64_t h = mix64(key ^ i);
+  if (elem_size == 4) return 0xFF800000ull | 0x00200000ull | (h & 0x001FFFFFull);  // quiet bit 22 clear
+  return 0xFFF0000000000000ull | 0x0004000000000000ull | (h & 0x0003FFFFFFFFFFFFull);  // quiet bit 51 clear
+}
+
+// True for any word of that form (a guard word of some buffer at some position): lets a diagnosis say "guard
+// bytes were copied here" rather than "a value was computed here".
+LABKIT_HD inline bool has_guard_form(std::uint64_t word, unsigned elem_size) {
+  if (elem_size == 4) return (word & 0xFFE00000ull) == 0xFFA00000ull && (word >> 32) == 0;
+  return (word & 0xFFFC000000000000ull) == 0xFFF4000000000000ull;
+}
+
+// Changed words in a range [begin, end) of word indices: how many, the first and the last (valid when count > 0),
+// and the contents of the first one.
+struct GuardScan {
+  std::uint64_t count = 0, first = 0, last = 0;
+  std::uint64_t first_word = 0;
+};
+
+// Fill words [begin, end) of `base` with the guard pattern of `key`, on the device.
+void fill_guard_device(void* base, std::size_t begin, std::size_t end, unsigned elem_size, std::uint64_t key);
+// Compare words [begin, end) of `base` with the pattern on the device; copies back only the summary.
+GuardScan scan_guard_device(const void* base, std::size_t begin, std::size_t end, unsigned elem_size,
+                            std::uint64_t key);
+// The same on host memory (what the device scan computes, for tests and host-side copies).
+void fill_guard_host(void* base, std::size_t begin, std::size_t end, unsigned elem_size, std::uint64_t key);
+GuardScan scan_guard_host(const void* base, std::size_t begin, std::size_t end, unsigned elem_size,
+                          std::uint64_t key);
+
+// ---- guard width ------------------------------------------------------------------------------------------
+// The width of each band: at least kMinGuardBytes, at least the array itself up to kMaxGuardBytes, and at least
+// what the gate asks for; rounded up to 256 bytes so that the array keeps cudaMalloc's alignment (16-byte vector
+// loads and stores stay legal on it).
+//   Why the array's own size: a tile row of an M x N matrix (T rows of N elements) is at most the whole matrix
+//   when M >= T, and the 1 MiB floor covers it when M < T for every tile the labs use (128 rows x 2048 floats,
+//   64 x 2048 doubles). It also catches a store at twice the right index, or one matrix too far.
+//   Why the cap: lab 05 times 2^28-element arrays (1 GiB): a band as large as the array would double what a gate
+//   allocates; 64 MiB a side costs 12.5 % there, and at most 3x for arrays under 64 MiB, whose total is small.
+//   Time: filling and checking are one device pass over the bands each (128 MiB at most: well under a
+//   millisecond at HBM bandwidth) and 48 bytes copied back.
+constexpr std::size_t kMinGuardBytes = std::size_t(1) << 20;
+constexpr std::size_t kMaxGuardBytes = std::size_t(64) << 20;
+std::size_t default_guard_bytes(std::size_t array_bytes, std::size_t requested_bytes = 0);
+
+// A process-wide counter: every GuardedBuffer gets its own id, hence its own pattern.
+std::uint64_t next_guard_id();
+
+// ---- the report -------------------------------------------------------------------------------------------
 struct GuardReport {
   bool ok = true;
-  std::size_t before = 0, after = 0;  // bytes changed in each band
-  std::ptrdiff_t first_before = 0;    // offset (in elements, negative) of the lowest changed byte before the array
-  std::size_t first_after = 0;        // offset (in elements) past the end of the first changed byte after it
+  std::size_t before = 0, after = 0;  // elements changed in each band
+  std::ptrdiff_t first_before = 0;    // offset (in elements, negative) of the lowest changed element before the array
+  std::size_t first_after = 0;        // offset (in elements) past the end of the first changed element after it
+  std::size_t last_after = 0;         // ... and of the last one
   std::string message;                // empty when ok
 };
 
-GuardReport check_guard_bytes(const std::vector<unsigned char>& before, const std::vector<unsigned char>& after,
-                              std::size_t elem_size, const std::string& name);
+// Where the bands lie, in elements, and what the gate knows about the array's shape (row_length 0: unknown).
+struct GuardLayout {
+  std::size_t n = 0;            // elements in the array
+  std::size_t guard_elems = 0;  // elements in each band
+  unsigned elem_size = 4;
+  std::size_t row_length = 0;
+};
 
-// 0xFF bytes are a NaN in float and double. Arithmetic on a NaN returns the canonical NaN (different bits), so
-// even an out-of-bounds `C[i] += 0.0f` — what a thread past the edge of a zero-padded tile does — is detected.
-constexpr unsigned char kGuardByte = 0xFF;
-constexpr std::size_t kGuardBytes = 64 * 1024;
+// Turns the two scans (word indices as in guard_word(): the lower band is [0, guard_elems), the upper band
+// [guard_elems + n, 2 guard_elems + n)) into the verdict and its diagnosis.
+GuardReport guard_report(const GuardScan& lower, const GuardScan& upper, const GuardLayout& layout,
+                         const std::string& name);
 
 template <class T>
 class GuardedBuffer {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "guard words are 4 or 8 bytes wide");
+
  public:
-  explicit GuardedBuffer(std::size_t n, std::string name = "output")
-      : n_(n), name_(std::move(name)), storage_(n + 2 * guard_elems()) {
-    storage_.fill_bytes(kGuardByte);
+  // guard_bytes: the least width of each band the gate needs (e.g. rows * row_bytes for its widest stride);
+  // the default already covers one tile row (default_guard_bytes()).
+  explicit GuardedBuffer(std::size_t n, std::string name = "output", std::size_t guard_bytes = 0)
+      : n_(n),
+        guard_(default_guard_bytes(n * sizeof(T), guard_bytes) / sizeof(T)),
+        key_(labkit::guard_key(next_guard_id())),
+        name_(std::move(name)),
+        storage_(n + 2 * guard_) {
+    // The array gets the pattern too (as it got the guard byte before): never zeros, and overwritten by
+    // upload() or poison() before any gate reads it.
+    fill_guard_device(storage_.data(), 0, storage_.size(), sizeof(T), key_);
   }
-  T* data() noexcept { return storage_.data() + guard_elems(); }
-  const T* data() const noexcept { return storage_.data() + guard_elems(); }
+  T* data() noexcept { return storage_.data() + guard_; }
+  const T* data() const noexcept { return storage_.data() + guard_; }
   std::size_t size() const noexcept { return n_; }
   const std::string& name() const noexcept { return name_; }
+  std::size_t guard_elems() const noexcept { return guard_; }
+  std::uint64_t guard_key() const noexcept { return key_; }  // for tests that predict the pattern
+
+  // The array's row length in elements, when it is a matrix: the diagnosis then names rows past the last one.
+  void set_row_length(std::size_t elems) noexcept { row_length_ = elems; }
 
   void poison() { fill_pattern_device(data(), n_, sizeof(T), bits(poison_value<T>())); }
   void upload(const std::vector<T>& host) {
@@ -75,21 +165,22 @@ class GuardedBuffer {
     return host;
   }
   GuardReport check_guards() const {
-    std::vector<unsigned char> lo(kGuardBytes), hi(kGuardBytes);
-    LABKIT_CUDA(cudaMemcpy(lo.data(), storage_.data(), kGuardBytes, cudaMemcpyDeviceToHost));
-    LABKIT_CUDA(cudaMemcpy(hi.data(), data() + n_, kGuardBytes, cudaMemcpyDeviceToHost));
-    return check_guard_bytes(lo, hi, sizeof(T), name_);
+    const GuardScan lo = scan_guard_device(storage_.data(), 0, guard_, sizeof(T), key_);
+    const GuardScan hi = scan_guard_device(storage_.data(), guard_ + n_, 2 * guard_ + n_, sizeof(T), key_);
+    return guard_report(lo, hi, GuardLayout{n_, guard_, unsigned(sizeof(T)), row_length_}, name_);
   }
 
  private:
-  static constexpr std::size_t guard_elems() { return kGuardBytes / sizeof(T); }
   static std::uint64_t bits(T v) {
     std::uint64_t b = 0;
     std::memcpy(&b, &v, sizeof(T));
     return b;
   }
   std::size_t n_;
+  std::size_t guard_;  // elements in each band
+  std::uint64_t key_;
   std::string name_;
+  std::size_t row_length_ = 0;
   DeviceBuffer<T> storage_;
 };
 

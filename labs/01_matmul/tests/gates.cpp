@@ -86,6 +86,9 @@ struct Inputs {
         dA(A.size(), "A"),
         dB(B.size(), "B"),
         dC(C0.size(), "C") {
+    dA.set_row_length(sh.K);  // an out-of-bounds write is then located in rows, not only elements
+    dB.set_row_length(sh.N);
+    dC.set_row_length(sh.N);
     dA.upload(A);
     dB.upload(B);
     dC.upload(C0);
