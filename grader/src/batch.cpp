@@ -37,6 +37,7 @@ struct LabPlan {
   Recipe recipe;
   labkit::Rubric rubric;
   bool hidden = false;
+  fs::path gate_rubric;  // what the gate binary reads (gate_rubric_text): OUT/.work/rubrics/labNN.toml
 };
 
 // One student on its way through the pipeline.
@@ -129,7 +130,21 @@ class Batch {
 
 }  // namespace
 
-std::string copy_student_sources(const fs::path& submission, const Recipe& recipe, const fs::path& dest) {
+std::string copy_student_sources(const fs::path& submission, const Recipe& recipe, const fs::path& dest,
+                                 bool* not_submitted) {
+  if (not_submitted) *not_submitted = false;
+  // A lab of which the submission has no student file at all was not submitted: that is not a build failure.
+  bool any = false;
+  std::vector<std::string> expected;
+  for (const auto& src : recipe.student_sources) {
+    struct stat st {};
+    expected.push_back("labs/" + recipe.name + "/student/" + src);
+    any = any || ::lstat((submission / expected.back()).c_str(), &st) == 0;
+  }
+  if (!any) {
+    if (not_submitted) *not_submitted = true;
+    return "not submitted: the submission has no " + join(expected, ", ") + " (lab " + recipe.lab + ")";
+  }
   for (const auto& src : recipe.student_sources) {
     // Each step is checked with lstat: a symbolic link anywhere (labs/, the lab folder, student/) could point at
     // the solutions or at another student's work.
@@ -139,7 +154,7 @@ std::string copy_student_sources(const fs::path& submission, const Recipe& recip
     for (auto it = rel.begin(); it != rel.end(); ++it) {
       at /= *it;
       struct stat st {};
-      if (::lstat(at.c_str(), &st) != 0) return "not submitted: " + shown + " is missing";
+      if (::lstat(at.c_str(), &st) != 0) return shown + " is missing (the lab's other student files are there)";
       bool last = std::next(it) == rel.end();
       if (S_ISLNK(st.st_mode)) return at.lexically_relative(submission).string() + " is a symbolic link: not accepted";
       if (!last && !S_ISDIR(st.st_mode)) return at.lexically_relative(submission).string() + " is not a folder";
@@ -230,6 +245,16 @@ void Batch::setup() {
     opts_.max_processes = std::max(256, 2 * static_cast<int>(std::thread::hardware_concurrency()) + 64);
   std::uint64_t mem = static_cast<std::uint64_t>(opts_.memory_gib * kGiB);
   sandbox_ = detect_sandbox(opts_.sandbox, mem, static_cast<std::uint64_t>(opts_.max_processes));
+  // "auto" must never quietly mean "nothing": without bubblewrap a submission can #include the reference
+  // solution or read the hidden gates, so grading untrusted work that way takes an explicit --sandbox none.
+  if (opts_.sandbox == "auto" && sandbox_.mode != SandboxMode::bwrap)
+    throw UserError("refusing to grade untrusted submissions without isolation: bubblewrap cannot run here (" +
+                    (sandbox_.notes.empty() ? std::string("see labgrade doctor") : sandbox_.notes.front()) +
+                    "). Without it a submission can read solutions/ and the hidden gates. Fix bubblewrap, or pass "
+                    "--sandbox none to grade anyway (" +
+                    (sandbox_.drop_uid ? "as root: a dedicated uid and no network, nothing more"
+                                       : "not root: no isolation at all") +
+                    "; every report will say so)");
   std::set<fs::path> ro = {build_.root, build_.dir, sandbox_.helper.parent_path()};
   for (const auto& l : labs_)
     for (const auto& p : l.recipe.referenced_paths()) ro.insert(p);
@@ -252,12 +277,31 @@ void Batch::setup() {
   std::set<fs::path> hide = {opts_.out, opts_.submissions, build_.root / "solutions",
                              build_.root / "grader" / "fixtures"};
   for (const auto& l : labs_) hide.insert(l.recipe.lab_dir.parent_path().parent_path() / "solutions");
+  // The hidden gates' sources and the rubric files (titles, hints and thresholds of the hidden gates) of every
+  // lab: the gate binary reads its own copy (gate_rubric_text, below), compilers need neither.
+  std::set<fs::path> lab_dirs;
+  for (const auto& e : fs::directory_iterator(build_.root / "labs", ec))
+    if (e.is_directory(ec)) lab_dirs.insert(e.path());
+  for (const auto& l : labs_) {
+    lab_dirs.insert(l.recipe.lab_dir);
+    hide.insert(l.recipe.rubric);
+  }
+  for (const auto& d : lab_dirs)
+    for (const auto& p : {d / "tests" / "hidden", d / "rubric.toml"})
+      if (fs::exists(p, ec)) hide.insert(p);
+  fs::path rubrics = opts_.out / ".work" / "rubrics";
+  fs::create_directories(rubrics);
+  for (auto& l : labs_) {
+    l.gate_rubric = rubrics / (lab_tag(l.recipe) + ".toml");
+    write_file_atomic(l.gate_rubric, gate_rubric_text(read_file(l.recipe.rubric), true));
+    ::chmod(l.gate_rubric.c_str(), 0644);
+  }
   for (const auto& e : fs::directory_iterator(build_.root, ec))  // every build folder but the one in use
     if (starts_with(e.path().filename().string(), "build") && e.is_directory(ec) && e.path() != build_.dir)
       hide.insert(e.path());
   for (const auto& p : hide) sandbox_.overlays.push_back({Overlay::mask, p});
   // What the recipes and the sandbox helper need comes back on top (read-only) when it was under a mask.
-  std::set<fs::path> back = {build_.dir, sandbox_.helper};
+  std::set<fs::path> back = {build_.dir, sandbox_.helper, rubrics};
   for (const auto& p : sandbox_.ro_paths)
     for (const auto& h : hide)
       if (starts_with(p.string(), (h / "").string())) back.insert(p);
@@ -282,7 +326,8 @@ void Batch::setup() {
   students_ = subfolders(opts_.submissions);
   for (const auto& s : students_)
     if (!fs::exists(opts_.out / s / "result.json")) pending_.push_back(s);
-  std::cerr << "labgrade: sandbox: " << (sandbox_.mode == SandboxMode::bwrap ? "bubblewrap" : "none") << "\n";
+  std::cerr << "labgrade: sandbox: " << (sandbox_.mode == SandboxMode::bwrap ? "bubblewrap" : "none")
+            << " (isolation: " << isolation_name(sandbox_) << ")\n";
   for (const auto& n : sandbox_.notes) std::cerr << "  - " << n << "\n";
 }
 
@@ -311,7 +356,7 @@ void Batch::preflight() {
                                    "[ -w \"$HOME\" ] || echo \"cannot write the scratch folder\"",
                                    "sh"};
   for (const auto& l : labs_) {
-    argv.push_back(l.recipe.rubric.string());
+    argv.push_back(l.gate_rubric.string());
     argv.push_back(l.recipe.compile.front());
     for (const auto& f : l.recipe.gate_objects) argv.push_back(f);
     for (const auto& f : l.recipe.link_libraries)
@@ -395,9 +440,10 @@ void Batch::compile(Submission& s, int slot) {
     fs::create_directories(src_dir);
     fs::create_directories(obj_dir);
     fs::create_directories(logs);
-    std::string problem = copy_student_sources(s.folder, r, src_dir);
+    bool absent = false;
+    std::string problem = copy_student_sources(s.folder, r, src_dir, &absent);
     if (!problem.empty()) {
-      set_all(lab, Status::build_failed, problem);
+      set_all(lab, absent ? Status::not_submitted : Status::build_failed, problem);
       s.result.labs.push_back(std::move(lab));
       continue;
     }
@@ -475,7 +521,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
     const LabPlan& plan = labs_[i];
     GateRunSpec spec;
     spec.exe = s.exes[i];
-    spec.rubric = plan.recipe.rubric;
+    spec.rubric = plan.gate_rubric;
     spec.log_dir = s.result_dir / "logs" / lab_tag(plan.recipe);
     fs::create_directories(spec.log_dir);
     apply_time_limits(spec, plan.rubric, opts_.gate_timeout);
@@ -600,6 +646,7 @@ int Batch::run() {
       s->scratch = opts_.out / ".work" / scratch_name(i, s->student);
       s->result_dir = opts_.out / s->student;
       s->result.student = s->student;
+      s->result.isolation = isolation_name(sandbox_);  // after preflight, which may have given up the uid
       try {
         if (std::find(std::begin(kReserved), std::end(kReserved), s->student) != std::end(kReserved))
           throw std::runtime_error("a submission folder may not be named " + s->student);
