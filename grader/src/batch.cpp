@@ -21,6 +21,7 @@
 
 #include "devices.h"
 #include "grade.h"
+#include "objcheck.h"
 #include "runner.h"
 #include "sandbox.h"
 #include "writers.h"
@@ -38,6 +39,7 @@ struct LabPlan {
   labkit::Rubric rubric;
   bool hidden = false;
   fs::path gate_rubric;  // what the gate binary reads (gate_rubric_text): OUT/.work/rubrics/labNN.toml
+  ObjPolicy objects;     // what the student's objects may define (objcheck.h)
 };
 
 // One student on its way through the pipeline.
@@ -110,6 +112,7 @@ class Batch {
   void preflight();
   std::vector<std::pair<std::string, std::string>> environment(const fs::path& writable, const std::string& gpu) const;
   void compile(Submission& s, int slot);
+  std::string inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj);
   void run_gates_of(Submission& s, int slot, const std::string& gpu);
   void finish(Submission& s);
   void write_class_outputs();
@@ -122,6 +125,7 @@ class Batch {
   int jobs_ = 1, workers_ = 1;
   std::vector<std::string> students_, pending_;
   int lock_fd_ = -1;
+  std::string nm_, objdump_;
 
   std::mutex mu_;
   std::size_t done_ = 0, not_full_ = 0, errors_ = 0;
@@ -240,6 +244,25 @@ void Batch::setup() {
         if (!f.empty() && f[0] == '/' && !fs::exists(f))
           throw UserError("lab " + l.recipe.lab + ": " + f +
                           " does not exist (build the lab first, or drop --no-build)");
+
+  // The static check of student objects (objcheck.h) needs binutils, and the names the gate binary's shared
+  // libraries export (a weak definition of one of those in a student object would replace it).
+  auto nm = find_program("nm"), objdump = find_program("objdump");
+  if (!nm || !objdump) throw UserError("nm and objdump (binutils) are needed to check student objects before linking");
+  nm_ = nm->string();
+  objdump_ = objdump->string();
+  for (auto& l : labs_) {
+    std::vector<std::string> shared;
+    for (const auto& f : l.recipe.link_libraries)
+      if (!f.empty() && f[0] == '/' && contains(fs::path(f).filename().string(), ".so")) shared.push_back(f);
+    if (!l.recipe.link.empty())  // the C and C++ libraries the linker will use
+      for (const char* lib : {"libstdc++.so", "libc.so.6", "libm.so.6"}) {
+        auto r = run_command({l.recipe.link.front(), std::string("-print-file-name=") + lib}, 30);
+        if (r.exit_code == 0 && fs::path(trim(r.output)).is_absolute()) shared.push_back(trim(r.output));
+      }
+    l.objects.lab_namespace = "lab" + l.recipe.lab;
+    l.objects.shared_exports = exported_symbols(shared, nm_);
+  }
 
   if (opts_.max_processes <= 0)  // the CPU references start a thread per core
     opts_.max_processes = std::max(256, 2 * static_cast<int>(std::thread::hardware_concurrency()) + 64);
@@ -463,11 +486,15 @@ void Batch::compile(Submission& s, int slot) {
     const std::vector<std::pair<std::string, std::string>> rewrites = {{(src_dir / "").string(), "student/"},
                                                                        {(build / "").string(), ""}};
     std::vector<std::string> objs;
+    std::string refusal;  // the object check's verdict: status refused rather than build_failed
     double seconds = 0;
     for (std::size_t k = 0; k < r.student_sources.size() && problem.empty(); ++k) {
       const std::string& src = r.student_sources[k];
       std::string obj = (obj_dir / (replace_all(src, "/", "_") + ".o")).string();
       ps.argv = r.compile;
+      // NVTX's header-only loader (pulled in by Thrust and CUB) defines C symbols and calls dlopen/dlsym: off,
+      // so that whatever the object check finds is the student's own.
+      ps.argv.insert(ps.argv.end(), {"-DCCCL_DISABLE_NVTX", "-DNVTX_DISABLE"});
       ps.argv.insert(ps.argv.end(), {"-c", (src_dir / src).string(), "-o", obj});
       ps.output = logs / (lab_tag(r) + ".compile" + std::to_string(k + 1) + ".log");
       auto c = run_limited(ps, opts_.compile_timeout);
@@ -477,6 +504,9 @@ void Batch::compile(Submission& s, int slot) {
       else if (!c.exit.exited || c.exit.code != 0)
         problem = "student/" + src + " does not compile" + (c.exit.exited ? "" : " (" + c.exit.describe() + ")") +
                   ":\n" + summarize_build_errors(read_file_limited(ps.output, 1 << 20, false), rewrites);
+      else
+        refusal = inspect_object(ps, plan, src, obj);
+      if (problem.empty() && !refusal.empty()) problem = refusal;
       objs.push_back(obj);
     }
     if (problem.empty()) {
@@ -500,9 +530,28 @@ void Batch::compile(Submission& s, int slot) {
     }
     lab.compile_seconds = seconds;
     s.result.compile_seconds += seconds;
-    if (!problem.empty()) set_all(lab, Status::build_failed, problem);
+    if (!problem.empty()) set_all(lab, problem == refusal ? Status::refused : Status::build_failed, problem);
     s.result.labs.push_back(std::move(lab));
   }
+}
+
+// nm and objdump run in the sandbox like the compiler (the object is the student's); their output goes to the
+// scratch folder and is read back here. Returns "" or the refusal message.
+std::string Batch::inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj) {
+  auto run_tool = [&](std::vector<std::string> argv, const std::string& what) -> std::optional<std::string> {
+    ps.argv = std::move(argv);
+    ps.output = obj.string() + "." + what + ".txt";
+    auto c = run_limited(ps, opts_.compile_timeout);
+    if (c.timed_out || !c.exit.exited || c.exit.code != 0) return std::nullopt;
+    return read_file_limited(ps.output, 256u << 20, false);
+  };
+  auto nm = run_tool({nm_, "-P", obj.string()}, "nm");
+  auto dis = run_tool({objdump_, "-d", obj.string()}, "objdump");
+  if (!nm || !dis) return "refused: student/" + src + " could not be inspected (nm or objdump failed on its object)";
+  auto findings = check_symbols(parse_nm_posix(*nm), plan.objects);
+  auto raw = find_raw_syscalls(*dis);
+  findings.insert(findings.end(), raw.begin(), raw.end());
+  return findings.empty() ? "" : describe_refusal(src, findings);
 }
 
 void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
