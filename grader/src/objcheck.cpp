@@ -83,6 +83,8 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::allow_generated, "_GLOBAL__sub_I_", "the C++ compiler: the file's static initialisers"},
     {SymbolRule::allow_generated, "__sti__", "nvcc: the file's static initialisers"},
     {SymbolRule::allow_generated, "DW.ref.", "the C++ compiler: references for exception handling"},
+    {SymbolRule::allow_generated, "_GLOBAL__N_",
+     "an anonymous namespace: nvcc gives it a name unique to the file, with external linkage"},
     // Template instantiations and inline functions of the headers a submission includes.
     {SymbolRule::allow_weak_scope, "std", "the C++ library's templates and inline functions"},
     {SymbolRule::allow_weak_scope, "__gnu_cxx", "the C++ library's templates"},
@@ -316,7 +318,7 @@ std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, con
       }
       continue;
     }
-    if (generated(name) || (global_scope && generated(scope.front()))) continue;
+    if (generated(name) || (!scope.empty() && generated(scope.front()))) continue;
     if (!scope.empty() && scope.front() == lab && !global_scope) continue;
     if (global_scope && kernel_stub(name)) continue;
     if (global_scope && s.weak() && is_template_instance(name) && !policy.shared_exports.count(name)) {
@@ -371,16 +373,18 @@ std::vector<ObjFinding> find_raw_syscalls(const std::string& objdump_text) {
   std::string current;
   for (const auto& line : split_lines(objdump_text)) {
     std::smatch m;
-    if (std::regex_match(line, m, function)) {
+    // Cheap tests first: a Thrust object disassembles to hundreds of thousands of lines.
+    if (ends_with(line, ">:") && std::regex_match(line, m, function)) {
       current = m[1].str();
       continue;
     }
-    if (std::regex_search(line, m, raw)) {
+    if ((contains(line, "sys") || contains(line, "int")) && std::regex_search(line, m, raw)) {
       std::string instr = m[1].str();
-      bool seen = std::any_of(out.begin(), out.end(), [&](const ObjFinding& f) { return f.symbol == demangle(current); });
+      const std::string where = demangle(current);
+      bool seen = std::any_of(out.begin(), out.end(), [&](const ObjFinding& f) { return f.symbol == where; });
       if (!seen)
-        out.push_back({demangle(current), "contains a raw `" + instr +
-                                              "` instruction: a system call that no symbol shows (inline assembly)"});
+        out.push_back({where, "contains a raw `" + instr +
+                                  "` instruction: a system call that no symbol shows (inline assembly)"});
     }
   }
   return out;

@@ -65,7 +65,8 @@ std::string suite_name(const SubmissionResult& r, const LabResult& l) {
 }
 
 std::string isolation_text(const std::string& isolation) {
-  if (isolation == "bwrap") return "bwrap (bubblewrap: read-only system, solutions and hidden gates masked, no network)";
+  if (isolation == "bwrap")
+    return "bwrap (bubblewrap: read-only system, solutions and hidden gates masked, no network)";
   if (isolation == "uid-only")
     return "uid-only (no bubblewrap: a dedicated uid and no network; solutions/ and the hidden gates were readable)";
   if (isolation == "none") return "none (the submission ran as the grader's user, unisolated)";

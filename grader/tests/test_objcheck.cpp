@@ -54,7 +54,8 @@ TEST_CASE("what a student object may define", "[objcheck]") {
   CHECK_FALSE(refused("__fatbinwrap_abc", 'D'));
   CHECK_FALSE(refused("DW.ref.__gxx_personality_v0", 'V'));
   // Weak instantiations of library templates and of labkit's exception.
-  CHECK_FALSE(refused("_ZNSt6vectorIiSaIiEE17_M_realloc_insertIJRKiEEEvN9__gnu_cxx17__normal_iteratorIPiS1_EEDpOT_", 'W'));
+  CHECK_FALSE(
+      refused("_ZNSt6vectorIiSaIiEE17_M_realloc_insertIJRKiEEEvN9__gnu_cxx17__normal_iteratorIPiS1_EEDpOT_", 'W'));
   CHECK_FALSE(refused("_ZN6thrust6detail8functionIiEEvv", 'W'));
   CHECK_FALSE(refused("_ZN6labkit14NotImplementedD2Ev", 'W'));
   CHECK_FALSE(refused("_ZTVN6labkit14NotImplementedE", 'V'));
@@ -62,6 +63,8 @@ TEST_CASE("what a student object may define", "[objcheck]") {
   // A library template that the C++ library also exports: instantiated from the same headers.
   const std::string plus = "_ZStplIcSt11char_traitsIcESaIcEENSt7__cxx1112basic_stringIT_T0_T1_EEPKS5_RKS8_";
   CHECK_FALSE(refused(plus, 'W', {plus}));
+  // nvcc gives anonymous namespaces a unique name with external linkage.
+  CHECK_FALSE(refused("_ZN46_GLOBAL__N__097a5f96a_7_fake_cu_d63f9751_6helperEv", 'T'));
   // Locals are nobody else's business.
   CHECK_FALSE(refused("_ZN12_GLOBAL__N_16helperEv", 't'));
   CHECK_FALSE(refused("helper_table", 'd'));
