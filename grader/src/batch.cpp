@@ -309,6 +309,7 @@ void Batch::setup() {
     lab_dirs.insert(l.recipe.lab_dir);
     hide.insert(l.recipe.rubric);
   }
+  for (const auto& p : ro) lab_dirs.insert(p);  // the recipes' -I folders: `#include "tests/hidden/..."` finds them
   for (const auto& d : lab_dirs)
     for (const auto& p : {d / "tests" / "hidden", d / "rubric.toml"})
       if (fs::exists(p, ec)) hide.insert(p);
