@@ -21,6 +21,7 @@
 
 #include "devices.h"
 #include "grade.h"
+#include "objcheck.h"
 #include "runner.h"
 #include "sandbox.h"
 #include "writers.h"
@@ -37,6 +38,8 @@ struct LabPlan {
   Recipe recipe;
   labkit::Rubric rubric;
   bool hidden = false;
+  fs::path gate_rubric;  // what the gate binary reads (gate_rubric_text): OUT/.work/rubrics/labNN.toml
+  ObjPolicy objects;     // what the student's objects may define (objcheck.h)
 };
 
 // One student on its way through the pipeline.
@@ -109,6 +112,7 @@ class Batch {
   void preflight();
   std::vector<std::pair<std::string, std::string>> environment(const fs::path& writable, const std::string& gpu) const;
   void compile(Submission& s, int slot);
+  std::string inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj);
   void run_gates_of(Submission& s, int slot, const std::string& gpu);
   void finish(Submission& s);
   void write_class_outputs();
@@ -121,6 +125,7 @@ class Batch {
   int jobs_ = 1, workers_ = 1;
   std::vector<std::string> students_, pending_;
   int lock_fd_ = -1;
+  std::string nm_, objdump_;
 
   std::mutex mu_;
   std::size_t done_ = 0, not_full_ = 0, errors_ = 0;
@@ -129,7 +134,21 @@ class Batch {
 
 }  // namespace
 
-std::string copy_student_sources(const fs::path& submission, const Recipe& recipe, const fs::path& dest) {
+std::string copy_student_sources(const fs::path& submission, const Recipe& recipe, const fs::path& dest,
+                                 bool* not_submitted) {
+  if (not_submitted) *not_submitted = false;
+  // A lab of which the submission has no student file at all was not submitted: that is not a build failure.
+  bool any = false;
+  std::vector<std::string> expected;
+  for (const auto& src : recipe.student_sources) {
+    struct stat st {};
+    expected.push_back("labs/" + recipe.name + "/student/" + src);
+    any = any || ::lstat((submission / expected.back()).c_str(), &st) == 0;
+  }
+  if (!any) {
+    if (not_submitted) *not_submitted = true;
+    return "not submitted: the submission has no " + join(expected, ", ") + " (lab " + recipe.lab + ")";
+  }
   for (const auto& src : recipe.student_sources) {
     // Each step is checked with lstat: a symbolic link anywhere (labs/, the lab folder, student/) could point at
     // the solutions or at another student's work.
@@ -139,7 +158,7 @@ std::string copy_student_sources(const fs::path& submission, const Recipe& recip
     for (auto it = rel.begin(); it != rel.end(); ++it) {
       at /= *it;
       struct stat st {};
-      if (::lstat(at.c_str(), &st) != 0) return "not submitted: " + shown + " is missing";
+      if (::lstat(at.c_str(), &st) != 0) return shown + " is missing (the lab's other student files are there)";
       bool last = std::next(it) == rel.end();
       if (S_ISLNK(st.st_mode)) return at.lexically_relative(submission).string() + " is a symbolic link: not accepted";
       if (!last && !S_ISDIR(st.st_mode)) return at.lexically_relative(submission).string() + " is not a folder";
@@ -226,10 +245,39 @@ void Batch::setup() {
           throw UserError("lab " + l.recipe.lab + ": " + f +
                           " does not exist (build the lab first, or drop --no-build)");
 
+  // The static check of student objects (objcheck.h) needs binutils, and the names the gate binary's shared
+  // libraries export (a weak definition of one of those in a student object would replace it).
+  auto nm = find_program("nm"), objdump = find_program("objdump");
+  if (!nm || !objdump) throw UserError("nm and objdump (binutils) are needed to check student objects before linking");
+  nm_ = nm->string();
+  objdump_ = objdump->string();
+  for (auto& l : labs_) {
+    std::vector<std::string> shared;
+    for (const auto& f : l.recipe.link_libraries)
+      if (!f.empty() && f[0] == '/' && contains(fs::path(f).filename().string(), ".so")) shared.push_back(f);
+    if (!l.recipe.link.empty())  // the C and C++ libraries the linker will use
+      for (const char* lib : {"libstdc++.so", "libc.so.6", "libm.so.6"}) {
+        auto r = run_command({l.recipe.link.front(), std::string("-print-file-name=") + lib}, 30);
+        if (r.exit_code == 0 && fs::path(trim(r.output)).is_absolute()) shared.push_back(trim(r.output));
+      }
+    l.objects.lab_namespace = "lab" + l.recipe.lab;
+    l.objects.shared_exports = exported_symbols(shared, nm_);
+  }
+
   if (opts_.max_processes <= 0)  // the CPU references start a thread per core
     opts_.max_processes = std::max(256, 2 * static_cast<int>(std::thread::hardware_concurrency()) + 64);
   std::uint64_t mem = static_cast<std::uint64_t>(opts_.memory_gib * kGiB);
   sandbox_ = detect_sandbox(opts_.sandbox, mem, static_cast<std::uint64_t>(opts_.max_processes));
+  // "auto" must never quietly mean "nothing": without bubblewrap a submission can #include the reference
+  // solution or read the hidden gates, so grading untrusted work that way takes an explicit --sandbox none.
+  if (opts_.sandbox == "auto" && sandbox_.mode != SandboxMode::bwrap)
+    throw UserError("refusing to grade untrusted submissions without isolation: bubblewrap cannot run here (" +
+                    (sandbox_.notes.empty() ? std::string("see labgrade doctor") : sandbox_.notes.front()) +
+                    "). Without it a submission can read solutions/ and the hidden gates. Fix bubblewrap, or pass "
+                    "--sandbox none to grade anyway (" +
+                    (sandbox_.drop_uid ? "as root: a dedicated uid and no network, nothing more"
+                                       : "not root: no isolation at all") +
+                    "; every report will say so)");
   std::set<fs::path> ro = {build_.root, build_.dir, sandbox_.helper.parent_path()};
   for (const auto& l : labs_)
     for (const auto& p : l.recipe.referenced_paths()) ro.insert(p);
@@ -252,12 +300,32 @@ void Batch::setup() {
   std::set<fs::path> hide = {opts_.out, opts_.submissions, build_.root / "solutions",
                              build_.root / "grader" / "fixtures"};
   for (const auto& l : labs_) hide.insert(l.recipe.lab_dir.parent_path().parent_path() / "solutions");
+  // The hidden gates' sources and the rubric files (titles, hints and thresholds of the hidden gates) of every
+  // lab: the gate binary reads its own copy (gate_rubric_text, below), compilers need neither.
+  std::set<fs::path> lab_dirs;
+  for (const auto& e : fs::directory_iterator(build_.root / "labs", ec))
+    if (e.is_directory(ec)) lab_dirs.insert(e.path());
+  for (const auto& l : labs_) {
+    lab_dirs.insert(l.recipe.lab_dir);
+    hide.insert(l.recipe.rubric);
+  }
+  for (const auto& p : ro) lab_dirs.insert(p);  // the recipes' -I folders: `#include "tests/hidden/..."` finds them
+  for (const auto& d : lab_dirs)
+    for (const auto& p : {d / "tests" / "hidden", d / "rubric.toml"})
+      if (fs::exists(p, ec)) hide.insert(p);
+  fs::path rubrics = opts_.out / ".work" / "rubrics";
+  fs::create_directories(rubrics);
+  for (auto& l : labs_) {
+    l.gate_rubric = rubrics / (lab_tag(l.recipe) + ".toml");
+    write_file_atomic(l.gate_rubric, gate_rubric_text(read_file(l.recipe.rubric), true));
+    ::chmod(l.gate_rubric.c_str(), 0644);
+  }
   for (const auto& e : fs::directory_iterator(build_.root, ec))  // every build folder but the one in use
     if (starts_with(e.path().filename().string(), "build") && e.is_directory(ec) && e.path() != build_.dir)
       hide.insert(e.path());
   for (const auto& p : hide) sandbox_.overlays.push_back({Overlay::mask, p});
   // What the recipes and the sandbox helper need comes back on top (read-only) when it was under a mask.
-  std::set<fs::path> back = {build_.dir, sandbox_.helper};
+  std::set<fs::path> back = {build_.dir, sandbox_.helper, rubrics};
   for (const auto& p : sandbox_.ro_paths)
     for (const auto& h : hide)
       if (starts_with(p.string(), (h / "").string())) back.insert(p);
@@ -282,7 +350,8 @@ void Batch::setup() {
   students_ = subfolders(opts_.submissions);
   for (const auto& s : students_)
     if (!fs::exists(opts_.out / s / "result.json")) pending_.push_back(s);
-  std::cerr << "labgrade: sandbox: " << (sandbox_.mode == SandboxMode::bwrap ? "bubblewrap" : "none") << "\n";
+  std::cerr << "labgrade: sandbox: " << (sandbox_.mode == SandboxMode::bwrap ? "bubblewrap" : "none")
+            << " (isolation: " << isolation_name(sandbox_) << ")\n";
   for (const auto& n : sandbox_.notes) std::cerr << "  - " << n << "\n";
 }
 
@@ -311,7 +380,7 @@ void Batch::preflight() {
                                    "[ -w \"$HOME\" ] || echo \"cannot write the scratch folder\"",
                                    "sh"};
   for (const auto& l : labs_) {
-    argv.push_back(l.recipe.rubric.string());
+    argv.push_back(l.gate_rubric.string());
     argv.push_back(l.recipe.compile.front());
     for (const auto& f : l.recipe.gate_objects) argv.push_back(f);
     for (const auto& f : l.recipe.link_libraries)
@@ -395,9 +464,10 @@ void Batch::compile(Submission& s, int slot) {
     fs::create_directories(src_dir);
     fs::create_directories(obj_dir);
     fs::create_directories(logs);
-    std::string problem = copy_student_sources(s.folder, r, src_dir);
+    bool absent = false;
+    std::string problem = copy_student_sources(s.folder, r, src_dir, &absent);
     if (!problem.empty()) {
-      set_all(lab, Status::build_failed, problem);
+      set_all(lab, absent ? Status::not_submitted : Status::build_failed, problem);
       s.result.labs.push_back(std::move(lab));
       continue;
     }
@@ -417,11 +487,15 @@ void Batch::compile(Submission& s, int slot) {
     const std::vector<std::pair<std::string, std::string>> rewrites = {{(src_dir / "").string(), "student/"},
                                                                        {(build / "").string(), ""}};
     std::vector<std::string> objs;
+    std::string refusal;  // the object check's verdict: status refused rather than build_failed
     double seconds = 0;
     for (std::size_t k = 0; k < r.student_sources.size() && problem.empty(); ++k) {
       const std::string& src = r.student_sources[k];
       std::string obj = (obj_dir / (replace_all(src, "/", "_") + ".o")).string();
       ps.argv = r.compile;
+      // NVTX's header-only loader (pulled in by Thrust and CUB) defines C symbols and calls dlopen/dlsym: off,
+      // so that whatever the object check finds is the student's own.
+      ps.argv.insert(ps.argv.end(), {"-DCCCL_DISABLE_NVTX", "-DNVTX_DISABLE"});
       ps.argv.insert(ps.argv.end(), {"-c", (src_dir / src).string(), "-o", obj});
       ps.output = logs / (lab_tag(r) + ".compile" + std::to_string(k + 1) + ".log");
       auto c = run_limited(ps, opts_.compile_timeout);
@@ -431,6 +505,9 @@ void Batch::compile(Submission& s, int slot) {
       else if (!c.exit.exited || c.exit.code != 0)
         problem = "student/" + src + " does not compile" + (c.exit.exited ? "" : " (" + c.exit.describe() + ")") +
                   ":\n" + summarize_build_errors(read_file_limited(ps.output, 1 << 20, false), rewrites);
+      else
+        refusal = inspect_object(ps, plan, src, obj);
+      if (problem.empty() && !refusal.empty()) problem = refusal;
       objs.push_back(obj);
     }
     if (problem.empty()) {
@@ -454,9 +531,28 @@ void Batch::compile(Submission& s, int slot) {
     }
     lab.compile_seconds = seconds;
     s.result.compile_seconds += seconds;
-    if (!problem.empty()) set_all(lab, Status::build_failed, problem);
+    if (!problem.empty()) set_all(lab, problem == refusal ? Status::refused : Status::build_failed, problem);
     s.result.labs.push_back(std::move(lab));
   }
+}
+
+// nm and objdump run in the sandbox like the compiler (the object is the student's); their output goes to the
+// scratch folder and is read back here. Returns "" or the refusal message.
+std::string Batch::inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj) {
+  auto run_tool = [&](std::vector<std::string> argv, const std::string& what) -> std::optional<std::string> {
+    ps.argv = std::move(argv);
+    ps.output = obj.string() + "." + what + ".txt";
+    auto c = run_limited(ps, opts_.compile_timeout);
+    if (c.timed_out || !c.exit.exited || c.exit.code != 0) return std::nullopt;
+    return read_file_limited(ps.output, 256u << 20, false);
+  };
+  auto nm = run_tool({nm_, "-P", obj.string()}, "nm");
+  auto dis = run_tool({objdump_, "-d", obj.string()}, "objdump");
+  if (!nm || !dis) return "refused: student/" + src + " could not be inspected (nm or objdump failed on its object)";
+  auto findings = check_symbols(parse_nm_posix(*nm), plan.objects);
+  auto raw = find_raw_syscalls(*dis);
+  findings.insert(findings.end(), raw.begin(), raw.end());
+  return findings.empty() ? "" : describe_refusal(src, findings);
 }
 
 void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
@@ -475,7 +571,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
     const LabPlan& plan = labs_[i];
     GateRunSpec spec;
     spec.exe = s.exes[i];
-    spec.rubric = plan.recipe.rubric;
+    spec.rubric = plan.gate_rubric;
     spec.log_dir = s.result_dir / "logs" / lab_tag(plan.recipe);
     fs::create_directories(spec.log_dir);
     apply_time_limits(spec, plan.rubric, opts_.gate_timeout);
@@ -600,6 +696,7 @@ int Batch::run() {
       s->scratch = opts_.out / ".work" / scratch_name(i, s->student);
       s->result_dir = opts_.out / s->student;
       s->result.student = s->student;
+      s->result.isolation = isolation_name(sandbox_);  // after preflight, which may have given up the uid
       try {
         if (std::find(std::begin(kReserved), std::end(kReserved), s->student) != std::end(kReserved))
           throw std::runtime_error("a submission folder may not be named " + s->student);

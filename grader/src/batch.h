@@ -44,7 +44,10 @@ int batch_main(const BatchOptions& opts);
 int merge_main(const fs::path& out, const std::vector<fs::path>& parts, const fs::path& submissions);
 
 // Copies the submission's files for one lab (only the recipe's student_sources, regular files, no symbolic link
-// anywhere on the way, at most 4 MiB each) to dest/<source>. Returns "" or what is wrong with the submission.
-std::string copy_student_sources(const fs::path& submission, const Recipe& recipe, const fs::path& dest);
+// anywhere on the way, at most 4 MiB each) to dest/<source>. Returns "" or what is wrong with the submission;
+// *not_submitted (when given) tells whether that is "none of the lab's student files is there" (status
+// not_submitted) rather than a broken submission (build_failed).
+std::string copy_student_sources(const fs::path& submission, const Recipe& recipe, const fs::path& dest,
+                                 bool* not_submitted = nullptr);
 
 }  // namespace labgrade

@@ -191,17 +191,20 @@ int doctor_main(const DoctorOptions& opts) {
   std::cout << "\nbatch grading and --sanitize\n";
   if (!find_program("bwrap"))
     rep.warn("bubblewrap (bwrap) not installed",
-             "install bubblewrap for isolated batch grading (labgrade batch "
-             "falls back to rlimits and a dedicated uid)");
+             "install bubblewrap for isolated batch grading (without it labgrade batch refuses to run unless "
+             "given --sandbox none, which keeps only rlimits and, as root, a dedicated uid)");
   else if (!bwrap_works())
     rep.warn("bubblewrap is installed but cannot create namespaces here",
-             "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run the batch as root");
+             "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run the batch as "
+             "root; until then labgrade batch refuses to run unless given --sandbox none");
   else
     rep.ok("bubblewrap works: batch submissions run in a read-only, network-less sandbox");
   if (geteuid() == 0)
     rep.ok("running as root: each concurrent submission runs as its own uid (61000+), process limits enforced");
   else
     rep.info("not root: submissions run as your uid (RLIMIT_NPROC cannot contain a fork bomb without cgroups)");
+  if (!find_program("nm") || !find_program("objdump"))
+    rep.warn("nm or objdump (binutils) not found", "labgrade batch needs them to check student objects before linking");
   std::string why;
   if (auto cg = find_cgroup_parent(&why))
     rep.ok("cgroup v2 memory and pids limits available (" + cg->string() + ")");

@@ -42,6 +42,8 @@ std::optional<Status> list_status(const std::string& key) {
                                                       {"timeout", Status::timeout},
                                                       {"missing", Status::missing},
                                                       {"build_failed", Status::build_failed},
+                                                      {"not_submitted", Status::not_submitted},
+                                                      {"refused", Status::refused},
                                                       {"not_implemented", Status::not_implemented}};
   auto it = names.find(key);
   return it == names.end() ? std::nullopt : std::optional<Status>(it->second);
@@ -238,7 +240,10 @@ std::vector<Status> expected_statuses(const Fixture& f, const GateResult& g, boo
   if (have_gpu) return base;
   if (auto it = f.expect_nogpu.find(g.id); it != f.expect_nogpu.end()) return it->second;
   if (auto star = f.expect_nogpu.find("*"); star != f.expect_nogpu.end() && !f.expect.count(g.id)) return star->second;
-  bool build_failure = std::find(base.begin(), base.end(), Status::build_failed) != base.end();
+  // A lab that never ran (no build, nothing submitted, a refused object) looks the same with or without a GPU.
+  bool build_failure = std::any_of(base.begin(), base.end(), [](Status s) {
+    return s == Status::build_failed || s == Status::not_submitted || s == Status::refused;
+  });
   if (build_failure || runs_without_gpu(g)) return base;
   return {Status::skipped};
 }

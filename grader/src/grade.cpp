@@ -20,7 +20,21 @@ void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double g
 }
 
 void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict) {
-  run_gates(lab, spec);
+  std::vector<std::string> visible, hidden;
+  for (const auto& g : lab.gates) (g.hidden ? hidden : visible).push_back(g.id);
+  if (hidden.empty()) {
+    run_gates(lab, spec);
+  } else {
+    // Hidden gates run in a process of their own, after the visible ones: nothing the student's code saw in a
+    // hidden gate (its inputs) can reach a visible gate's message or console tail, which students read.
+    if (!visible.empty()) run_gates(lab, spec, visible);
+    GateRunSpec h = spec;
+    h.log_tag = spec.log_tag + "-hidden";
+    h.time_limit_s = std::max(1e-3, spec.time_limit_s - lab.run_seconds);  // one lab time limit for both
+    const std::size_t notes_before = lab.notes.size();
+    run_gates(lab, h, hidden);
+    for (std::size_t i = notes_before; i < lab.notes.size(); ++i) lab.notes[i] = kHiddenRunNote + lab.notes[i];
+  }
   if (sanitize) {
     run_sanitizer(lab, spec, "memcheck", strict);
     run_sanitizer(lab, spec, "racecheck", strict);
@@ -63,6 +77,7 @@ int grade_main(const GradeOptions& opts) {
   const std::string tree = opts.solutions ? "solution" : "student";
   SubmissionResult result;
   result.student = "";
+  result.isolation = "local";  // one's own tree, run as oneself: nothing is isolated
   for (const auto& recipe : recipes) {
     labkit::Rubric rubric;
     try {
@@ -101,9 +116,11 @@ int grade_main(const GradeOptions& opts) {
     }
     GateRunSpec spec;
     spec.exe = exe;
-    spec.rubric = recipe.rubric;
     spec.log_dir = build.dir / "grading" / "logs" / tree / ("lab" + recipe.lab);
     fs::create_directories(spec.log_dir);
+    // The gate binary reads the grader's copy: floors as thresholds (partial credit, see apply_rubric).
+    spec.rubric = spec.log_dir / "gate-rubric.toml";
+    write_file_atomic(spec.rubric, gate_rubric_text(read_file(recipe.rubric), true));
     apply_time_limits(spec, rubric, opts.gate_timeout);
     spec.process.inherit_env = true;  // the student's own machine and environment
     spec.process.limits.file_size = 1ull << 30;

@@ -35,7 +35,8 @@ bool lab_has_hidden_tests(const Recipe& r);
 // The rubric's time limits, with the --gate-timeout override.
 void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double gate_timeout_override);
 
-// Runs the gates (and the sanitizer passes) of one lab and applies its rubric.
+// Runs the gates (and the sanitizer passes) of one lab and applies its rubric. Hidden gates run in a separate
+// process after the visible ones.
 void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict);
 
 void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title);

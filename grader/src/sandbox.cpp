@@ -555,6 +555,11 @@ SandboxSettings detect_sandbox(const std::string& mode, std::uint64_t memory_lim
   return s;
 }
 
+std::string isolation_name(const SandboxSettings& s) {
+  if (s.mode == SandboxMode::bwrap) return "bwrap";
+  return s.drop_uid ? "uid-only" : "none";
+}
+
 int sandbox_exec_main(int argc, char** argv) {
   int uid = -1;
   const char* dir = nullptr;

@@ -60,6 +60,10 @@ struct SandboxSettings {
 // What can be enforced on this machine. mode: "auto" | "bwrap" | "none" (bwrap when it is asked for but does
 // not work: UserError).
 SandboxSettings detect_sandbox(const std::string& mode, std::uint64_t memory_limit, std::uint64_t pids_limit);
+// The isolation in force, as every report states it: "bwrap" (bubblewrap namespaces, with or without the
+// dedicated uid), "uid-only" (no bubblewrap, a dedicated uid and an empty network namespace: the submission can
+// still read whatever is world-readable, solutions/ included) or "none" (runs as the grader's own user).
+std::string isolation_name(const SandboxSettings& s);
 bool bwrap_works();
 // The cgroup v2 folder labgrade would create its leaves in, or why there is none.
 std::optional<fs::path> find_cgroup_parent(std::string* why_not);

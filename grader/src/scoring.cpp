@@ -2,12 +2,17 @@
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
+#include <toml++/toml.h>
 
 namespace labgrade {
 
 namespace {
-constexpr const char* kStatusNames[] = {"passed",  "failed",  "skipped", "not_implemented",
-                                        "crashed", "timeout", "missing", "build_failed"};
+constexpr const char* kStatusNames[] = {"passed",  "failed",  "skipped",      "not_implemented",
+                                        "crashed", "timeout", "missing",      "build_failed",
+                                        "not_submitted", "refused"};
+constexpr int kStatusCount = static_cast<int>(sizeof kStatusNames / sizeof kStatusNames[0]);
+static_assert(kStatusCount == static_cast<int>(Status::refused) + 1, "a name for every status");
 // A gate binary writes a few KiB per gate; anything far beyond that is a submission flooding the channel.
 constexpr std::size_t kMaxChannelBytes = 32u << 20;
 constexpr std::size_t kMaxLineBytes = 1u << 20;
@@ -22,7 +27,7 @@ std::string fmt_number(double v) {
 std::string to_string(Status s) { return kStatusNames[static_cast<int>(s)]; }
 
 Status status_from_string(const std::string& s) {
-  for (int i = 0; i < 8; ++i)
+  for (int i = 0; i < kStatusCount; ++i)
     if (s == kStatusNames[i]) return static_cast<Status>(i);
   return Status::failed;
 }
@@ -89,6 +94,7 @@ nlohmann::json to_json(const SubmissionResult& r) {
                        {"metric", g.metric_name},
                        {"threshold", opt(g.threshold)},
                        {"reference", opt(g.reference)},
+                       {"floor", opt(g.floor)},
                        {"measured", opt(g.measured)},
                        {"hint", g.hint},
                        {"sanitizer", g.sanitizer}});
@@ -119,6 +125,7 @@ nlohmann::json to_json(const SubmissionResult& r) {
           {"compile_seconds", r.compile_seconds},
           {"run_seconds", r.run_seconds},
           {"error", r.error},
+          {"isolation", r.isolation},
           {"labs", labs}};
 }
 
@@ -128,6 +135,7 @@ SubmissionResult submission_from_json(const nlohmann::json& j) {
   r.compile_seconds = j.value("compile_seconds", 0.0);
   r.run_seconds = j.value("run_seconds", 0.0);
   r.error = j.value("error", "");
+  r.isolation = j.value("isolation", "");
   for (const auto& jl : j.value("labs", nlohmann::json::array())) {
     LabResult l;
     l.lab = jl.value("lab", "");
@@ -163,6 +171,7 @@ SubmissionResult submission_from_json(const nlohmann::json& j) {
       g.metric_name = jg.value("metric", "");
       g.threshold = opt_double(jg, "threshold");
       g.reference = opt_double(jg, "reference");
+      g.floor = opt_double(jg, "floor");
       g.measured = opt_double(jg, "measured");
       g.hint = jg.value("hint", "");
       g.sanitizer = jg.value("sanitizer", "");
@@ -200,6 +209,7 @@ LabResult make_lab_result(const labkit::Rubric& rubric, const std::string& lab_n
     g.metric_name = rg->metric;
     g.threshold = rg->threshold;
     g.reference = rg->reference;
+    g.floor = rg->floor;
     g.hint = rg->hint;
     g.status = Status::missing;
     lab.gates.push_back(std::move(g));
@@ -229,9 +239,23 @@ void apply_rubric(LabResult& lab) {
           g.message = "the gate reported no `" + g.metric_name + "` figure, so its threshold (" +
                       fmt_number(*g.threshold) + ") cannot be checked" + (g.message.empty() ? "" : "\n" + g.message);
         } else if (!(std::isfinite(*g.measured) && *g.measured >= *g.threshold)) {
+          const bool curve = g.floor && std::isfinite(*g.measured) && *g.measured >= *g.floor;
           g.status = Status::failed;
-          g.message = "measured " + g.metric_name + " = " + fmt_number(*g.measured) + ", below the threshold " +
-                      fmt_number(*g.threshold) + " (the gate binary said passed; the grader's re-check decides)" +
+          if (curve) {
+            // The binary judged against the floor (gate_rubric_text): between floor and threshold, linear credit.
+            double share = (*g.measured - *g.floor) / (*g.threshold - *g.floor);
+            g.points = g.max_points * std::min(1.0, std::max(0.0, share));
+            g.message = "partial credit: measured " + g.metric_name + " = " + fmt_number(*g.measured) +
+                        ", between the floor " + fmt_number(*g.floor) + " (0 points) and the threshold " +
+                        fmt_number(*g.threshold) + " (full points): " + fmt_number(g.points) + " of " +
+                        fmt_number(g.max_points) + (g.message.empty() ? "" : "\n" + g.message);
+            continue;
+          }
+          g.message = "measured " + g.metric_name + " = " + fmt_number(*g.measured) + ", below the " +
+                      (g.floor ? "floor " + fmt_number(*g.floor) + " of the partial credit (threshold " +
+                                     fmt_number(*g.threshold) + ")"
+                               : "threshold " + fmt_number(*g.threshold)) +
+                      " (the gate binary said passed; the grader's re-check decides)" +
                       (g.message.empty() ? "" : "\n" + g.message);
         }
       }
@@ -246,6 +270,27 @@ void apply_rubric(LabResult& lab) {
       if (it != g.metrics.end() && std::isfinite(it->second.value)) lab.leaderboard_value = it->second.value;
     }
   }
+}
+
+std::string gate_rubric_text(const std::string& rubric_toml, bool redact_hidden) {
+  toml::table t = toml::parse(rubric_toml);  // the caller has validated it with labkit::load_rubric
+  if (auto* gates = t["gate"].as_array())
+    for (auto& node : *gates) {
+      auto* g = node.as_table();
+      if (!g) continue;
+      if (auto floor = (*g)["floor"].value<double>()) {
+        g->insert_or_assign("threshold", *floor);
+        g->erase("floor");  // the rubric loader requires floor < threshold
+      }
+      if (redact_hidden && (*g)["hidden"].value_or(false)) {
+        g->erase("title");
+        g->erase("hint");
+      }
+    }
+  std::ostringstream out;
+  out << "# written by labgrade for the gate binary: floors as thresholds, hidden gates without title and hint\n"
+      << t << "\n";
+  return out.str();
 }
 
 // ---- the result channel ------------------------------------------------------------------------------------
@@ -348,7 +393,8 @@ void ChannelParser::line(std::string_view l) {
     }
     GateOutcome o;
     o.status = status_from_string(str("status"));
-    if (str("status") == "timeout" || str("status") == "missing" || str("status") == "build_failed")
+    if (str("status") == "timeout" || str("status") == "missing" || str("status") == "build_failed" ||
+        str("status") == "not_submitted" || str("status") == "refused")
       o.status = Status::failed;  // statuses only the grader may give
     o.message = str("message");
     o.seconds = j.contains("seconds") && j["seconds"].is_number() ? j["seconds"].get<double>() : 0.0;

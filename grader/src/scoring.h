@@ -25,7 +25,10 @@ enum class Status {
   crashed,          // the process died inside the gate, or the CUDA context was destroyed
   timeout,          // killed by the grader: the gate (or the lab) ran past its time limit
   missing,          // the rubric lists the gate but the gate binary has none of that name
-  build_failed,     // the submission did not compile or link (or was not submitted)
+  build_failed,     // the submission did not compile or link
+  not_submitted,    // the submission has no student source for this lab (0 points, not a build failure)
+  refused,          // the compiled student object was refused before linking (objcheck.h: symbols it may not
+                    // define or use, raw system calls)
 };
 std::string to_string(Status s);
 Status status_from_string(const std::string& s);  // unknown -> failed
@@ -46,6 +49,7 @@ struct GateResult {
   // Speed gates: the figure the threshold applies to, as re-checked by the grader.
   std::string metric_name;
   std::optional<double> threshold, reference, measured;
+  std::optional<double> floor;  // partial credit from floor (0 points) to threshold (full), see apply_rubric
   std::string hint;
   std::string sanitizer;  // compute-sanitizer findings attributed to this gate (--sanitize)
 };
@@ -77,6 +81,9 @@ struct SubmissionResult {
   std::vector<LabResult> labs;
   double compile_seconds = 0, run_seconds = 0;
   std::string error;  // the grader itself failed for this submission (never the student's fault)
+  // The isolation the submission ran under (isolation_name(): bwrap, uid-only, none; "local" for `labgrade` on
+  // one's own tree): stated in every report.
+  std::string isolation;
 
   double score() const;
   double max_score() const;
@@ -85,6 +92,9 @@ struct SubmissionResult {
 
 nlohmann::json to_json(const SubmissionResult& r);
 SubmissionResult submission_from_json(const nlohmann::json& j);
+
+// Notes about the run of a lab's hidden gates start with this: student-visible writers leave them out.
+inline constexpr const char* kHiddenRunNote = "[hidden gates] ";
 
 // ---- the rubric --------------------------------------------------------------------------------------------
 
@@ -99,7 +109,18 @@ void set_all(LabResult& lab, Status status, const std::string& message);
 
 // Points, and the speed re-check: a speed gate passes only when the gate says passed AND the metric named by the
 // rubric was reported AND it reaches the threshold; the binary's own verdict is not trusted alone.
+// Partial credit: a speed gate whose rubric entry has a `floor` (GateResult::floor) and that the binary passed
+// (it judged against the floor: see gate_rubric_text) gets max_points * (measured - floor) / (threshold - floor)
+// points for a measured figure in [floor, threshold), with status failed and a message that says so; below the
+// floor, or failed by the binary for any reason, 0. Without a floor: all or nothing.
 void apply_rubric(LabResult& lab);
+
+// The rubric text handed to the gate binary (--labkit-rubric) instead of the rubric file itself:
+//   - a gate with a `floor` gets threshold = floor (and no floor key), so that the binary passes a figure that
+//     earns partial credit and the grader applies the curve (apply_rubric) against the real threshold;
+//   - with redact_hidden, hidden gates keep id, kind, points, metric and thresholds (the gates need them) but
+//     lose their title and hint, which the binary would otherwise copy into messages.
+std::string gate_rubric_text(const std::string& rubric_toml, bool redact_hidden);
 
 // ---- the result channel ------------------------------------------------------------------------------------
 

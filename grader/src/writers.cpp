@@ -64,7 +64,37 @@ std::string suite_name(const SubmissionResult& r, const LabResult& l) {
   return (r.student.empty() ? "" : r.student + "/") + "lab" + l.lab;
 }
 
+std::string isolation_text(const std::string& isolation) {
+  if (isolation == "bwrap")
+    return "bwrap (bubblewrap: read-only system, solutions and hidden gates masked, no network)";
+  if (isolation == "uid-only")
+    return "uid-only (no bubblewrap: a dedicated uid and no network; solutions/ and the hidden gates were readable)";
+  if (isolation == "none") return "none (the submission ran as the grader's user, unisolated)";
+  if (isolation == "local") return "local (your own tree, run as you)";
+  return isolation.empty() ? "unknown (a result from a labgrade that did not record it)" : isolation;
+}
+
 }  // namespace
+
+SubmissionResult student_view(const SubmissionResult& r) {
+  SubmissionResult v = r;
+  for (auto& l : v.labs) {
+    for (auto& g : l.gates) {
+      if (!g.hidden) continue;
+      g.title.clear();
+      g.hint.clear();
+      g.sanitizer.clear();
+      g.metrics.clear();
+      g.measured.reset();
+      g.message = g.status == Status::passed ? "" : "(a hidden gate: its diagnosis is in the instructor's report)";
+    }
+    std::vector<std::string> notes;
+    for (auto& n : l.notes)
+      if (!starts_with(n, kHiddenRunNote)) notes.push_back(n);
+    l.notes = std::move(notes);
+  }
+  return v;
+}
 
 void print_table(std::ostream& out, const SubmissionResult& r, bool color) {
   const char* reset = color ? "\033[0m" : "";
@@ -97,7 +127,8 @@ void print_table(std::ostream& out, const SubmissionResult& r, bool color) {
       // The same reason under every gate (no CUDA device, a build failure) is shown once.
       if (details == last_shown) continue;
       last_shown = details;
-      out << indent(trim_message(details, g.status == Status::build_failed ? 14 : 8, 1200), "        ");
+      bool long_text = g.status == Status::build_failed || g.status == Status::refused;
+      out << indent(trim_message(details, long_text ? 14 : 8, 1200), "        ");
     }
     for (const auto& f : l.sanitizer)
       out << fmt::format("  compute-sanitizer {}: {} error(s)\n", f.tool, f.errors)
@@ -112,9 +143,11 @@ void print_table(std::ostream& out, const SubmissionResult& r, bool color) {
   for (const auto& l : r.labs)
     for (const auto& g : l.gates) any_hidden = any_hidden || g.hidden;
   if (any_hidden) out << "  (* hidden gate: visible to students after the due date)\n";
+  if (!r.isolation.empty()) out << "  isolation: " << isolation_text(r.isolation) << "\n";
 }
 
-nlohmann::json gradescope_json(const SubmissionResult& r) {
+nlohmann::json gradescope_json(const SubmissionResult& full) {
+  const SubmissionResult r = student_view(full);
   nlohmann::json tests = nlohmann::json::array();
   nlohmann::json leaderboard = nlohmann::json::array();
   std::string summary;
@@ -126,7 +159,9 @@ nlohmann::json gradescope_json(const SubmissionResult& r) {
       if (!m.empty()) output += "\nmeasured: " + m;
       std::string details = gate_details(g, true);
       if (!details.empty()) output += "\n\n" + trim_message(details, 60, 8000);
-      nlohmann::json t = {{"name", fmt::format("lab{} {}: {}", l.lab, g.id, g.title)},
+      std::string name = g.title.empty() ? fmt::format("lab{} {}", l.lab, g.id)
+                                         : fmt::format("lab{} {}: {}", l.lab, g.id, g.title);
+      nlohmann::json t = {{"name", name},
                           {"score", g.points},
                           {"max_score", g.max_points},
                           {"status", g.status == Status::passed ? "passed" : "failed"},
@@ -142,6 +177,7 @@ nlohmann::json gradescope_json(const SubmissionResult& r) {
     for (const auto& n : l.notes) summary += "  note: " + n + "\n";
   }
   if (!r.error.empty()) summary += "grader error: " + r.error + "\n";
+  if (!r.isolation.empty()) summary += "Isolation: " + isolation_text(r.isolation) + "\n";
   summary += fmt::format("Total: {}/{} (compile {}, run {})", points(r.score()), points(r.max_score()),
                          format_seconds(r.compile_seconds), format_seconds(r.run_seconds));
   nlohmann::json j = {{"score", r.score()},
@@ -207,6 +243,7 @@ std::string junit_xml(const std::vector<SubmissionResult>& results) {
           case Status::crashed:
           case Status::timeout:
           case Status::build_failed:
+          case Status::refused:
             ++e;
             cases << fmt::format("      <error type=\"{}\" message=\"{}\">{}</error>\n", to_string(g.status),
                                  xml_escape(first), xml_escape(body));
@@ -225,6 +262,9 @@ std::string junit_xml(const std::vector<SubmissionResult>& results) {
       suites << fmt::format(
           "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
           xml_escape(suite), t, f, e, s, l.compile_seconds + l.run_seconds);
+      if (!r.isolation.empty())
+        suites << fmt::format("    <properties><property name=\"isolation\" value=\"{}\"/></properties>\n",
+                              xml_escape(r.isolation));
       suites << cases.str() << "  </testsuite>\n";
       tests += t;
       failures += f;
@@ -249,7 +289,7 @@ std::string csv_field(const std::string& raw, bool text) {
 }
 
 std::string gradebook_csv(const std::vector<SubmissionResult>& results) {
-  std::string out = "student,lab,gate,status,points,max_points,metric,value,threshold\n";
+  std::string out = "student,lab,gate,status,points,max_points,metric,value,threshold,isolation\n";
   for (const auto& r : results) {
     std::string student = r.student.empty() ? "local" : r.student;
     for (const auto& l : r.labs)
@@ -257,7 +297,7 @@ std::string gradebook_csv(const std::vector<SubmissionResult>& results) {
         out += csv_field(student, true) + "," + csv_field(l.lab, true) + "," + csv_field(g.id, true) + "," +
                to_string(g.status) + "," + points(g.points) + "," + points(g.max_points) + "," +
                csv_field(g.metric_name, true) + "," + (g.measured ? num(*g.measured) : "") + "," +
-               (g.threshold ? num(*g.threshold) : "") + "\n";
+               (g.threshold ? num(*g.threshold) : "") + "," + csv_field(r.isolation, true) + "\n";
       }
   }
   return out;
@@ -277,7 +317,11 @@ std::string markdown_report(const std::vector<SubmissionResult>& results, const 
   std::sort(labs.begin(), labs.end());
 
   if (results.size() > 1 || (!results.empty() && !results[0].student.empty())) {
-    md << "## Summary\n\n| student |";
+    std::map<std::string, int> isolations;
+    for (const auto& r : results) ++isolations[r.isolation];
+    md << "## Summary\n\nIsolation:";
+    for (const auto& [iso, n] : isolations) md << " " << md_cell(isolation_text(iso)) << " (" << n << " students);";
+    md << "\n\n| student |";
     for (const auto& lab : labs) md << " lab " << lab << " |";
     md << " total | compile | run |\n|---|";
     for (std::size_t i = 0; i < labs.size(); ++i) md << "---:|";
@@ -311,6 +355,7 @@ std::string markdown_report(const std::vector<SubmissionResult>& results, const 
     md << "## " << md_cell(r.student.empty() ? "Results" : r.student) << " — " << points(r.score()) << "/"
        << points(r.max_score()) << "\n\n";
     if (!r.error.empty()) md << "**Grader error:** " << md_cell(r.error) << "\n\n";
+    if (!r.isolation.empty()) md << "Isolation: " << md_cell(isolation_text(r.isolation)) << ".\n\n";
     for (const auto& l : r.labs) {
       md << "### Lab " << l.lab << ": " << md_cell(l.title) << " — " << points(l.score()) << "/"
          << points(l.max_score()) << "\n\n";

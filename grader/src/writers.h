@@ -14,13 +14,19 @@ namespace labgrade {
 void print_table(std::ostream& out, const SubmissionResult& r, bool color);
 
 // Gradescope's autograder schema: score, max_score, output, tests[], leaderboard[]. Hidden gates get
-// visibility "after_due_date".
+// visibility "after_due_date". Students read it, so it is written from student_view(r).
 nlohmann::json gradescope_json(const SubmissionResult& r);
+
+// What a student may read: hidden gates keep their id, status and points but lose their title, message, hint,
+// sanitizer findings and measured figures (all of which can carry the hidden inputs, or text the submission
+// printed while it had them), and the notes about the hidden gates' run (kHiddenRunNote) are left out.
+// Instructor outputs (result.json, JUnit, CSV, Markdown, the console) keep everything.
+SubmissionResult student_view(const SubmissionResult& r);
 
 // One testsuite per (student,) lab, one testcase per gate; failure / error / skipped elements carry the diagnosis.
 std::string junit_xml(const std::vector<SubmissionResult>& results);
 
-// One row per student per gate: student,lab,gate,status,points,max_points,metric,value,threshold.
+// One row per student per gate: student,lab,gate,status,points,max_points,metric,value,threshold,isolation.
 std::string gradebook_csv(const std::vector<SubmissionResult>& results);
 
 std::string markdown_report(const std::vector<SubmissionResult>& results, const std::string& title);

@@ -31,7 +31,7 @@ using Catch::Matchers::ContainsSubstring;
 namespace {
 
 // Faults that only a sandbox contains: without one (not root and no bubblewrap) they are left out.
-const std::set<std::string> kHostile = {"tamper", "network", "fork_bomb", "huge_alloc"};
+const std::set<std::string> kHostile = {"tamper", "network", "fork_bomb", "huge_alloc", "read_hidden"};
 
 bool can_contain() { return geteuid() == 0 || bwrap_works(); }
 bool can_limit_processes() {
@@ -172,7 +172,10 @@ TEST_CASE("a batch over every fault fixture scores each one and damages nothing"
   bool tmp_marker_before = fs::exists("/tmp/TAMPERED");
   Listener listener(47999);
 
-  auto r = run_command(batch_args(subs, out, tree), 1200);
+  // Without bubblewrap, `auto` refuses: isolation must be asked away explicitly.
+  auto r = run_command(batch_args(subs, out, tree, bwrap_works() ? std::vector<std::string>{}
+                                                                 : std::vector<std::string>{"--sandbox", "none"}),
+                       1200);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, ContainsSubstring("[" + std::to_string(fixtures.size() + 2) + "/"));  // progress lines
@@ -199,11 +202,16 @@ TEST_CASE("a batch over every fault fixture scores each one and damages nothing"
     CHECK(gs["max_score"] == 21.0);  // the grader's rubric, not the one own_tests brought
     CHECK(gs["tests"].size() == 5);
     auto full = nlohmann::json::parse(read_file(out / f.name / "result.json"));
-    CHECK(full["compile_seconds"].get<double>() > 0);
+    if (f.name != "not_submitted") CHECK(full["compile_seconds"].get<double>() > 0);
+    CHECK(full["isolation"] == (bwrap_works() ? "bwrap" : geteuid() == 0 ? "uid-only" : "none"));
+    // Nothing of the hidden gate but its id, status and points reaches the student.
+    CHECK_FALSE(contains(gs.dump(), "handles negative numbers"));
   }
   auto sol = nlohmann::json::parse(read_file(out / "solution_1" / "result.json"));
   CHECK(sol["score"] == (query_cuda(test::labgrade_exe()).ok ? 21.0 : 11.0));  // without a GPU step1.correct (10) is skipped
   std::string csv = read_file(out / "gradebook.csv");
+  CHECK(csv.rfind("student,lab,gate,status,points,max_points,metric,value,threshold,isolation\n", 0) == 0);
+  CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("Isolation: "));
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 5 * static_cast<long>(fixtures.size() + 2));
   CHECK_THAT(read_file(out / "junit.xml"), ContainsSubstring("<testsuite name=\"host_segfault/lab99\""));
   CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("## host_segfault"));
@@ -293,4 +301,40 @@ TEST_CASE("a killed batch resumes without losing or repeating a student", "[batc
     CHECK(fs::last_write_time(out / student / "result.json") == mtime);  // not graded twice
   }
   check_against_fixtures(out, fixtures, {"solution_1", "solution_2"});
+}
+
+TEST_CASE("--sandbox auto without bubblewrap refuses; --sandbox none grades and every report says so", "[batch]") {
+  test::TempDir dir("nosandbox");
+  GraderTree tree = private_fakelab(dir.path);
+  fs::path subs = dir.path / "submissions", out = dir.path / "out";
+  materialise_solutions(subs / "solution_1", {test::fakelab_root()});
+  // A PATH with the tools labgrade needs but no bwrap: bubblewrap "cannot run here".
+  fs::path bin = dir.path / "bin";
+  fs::create_directories(bin);
+  std::error_code ec;
+  for (const char* from : {"/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin"})
+    for (const auto& e : fs::directory_iterator(from, ec))
+      if (e.path().filename() != "bwrap" && !fs::exists(bin / e.path().filename(), ec))
+        fs::create_symlink(e.path(), bin / e.path().filename(), ec);
+  REQUIRE_FALSE(fs::exists(bin / "bwrap"));
+  auto with_path = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"env", "PATH=" + bin.string()});
+    return argv;
+  };
+  auto refused = run_command(with_path(batch_args(subs, out, tree)), 600);
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, ContainsSubstring("refusing to grade untrusted submissions without isolation"));
+  CHECK_THAT(refused.output, ContainsSubstring("--sandbox none"));
+  CHECK_FALSE(fs::exists(out / "solution_1" / "result.json"));
+
+  auto r = run_command(with_path(batch_args(subs, out, tree, {"--sandbox", "none"})), 600);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string iso = geteuid() == 0 ? "uid-only" : "none";
+  CHECK_THAT(r.output, ContainsSubstring("isolation: " + iso));
+  CHECK(nlohmann::json::parse(read_file(out / "solution_1" / "result.json"))["isolation"] == iso);
+  CHECK_THAT(read_file(out / "solution_1" / "results.json"), ContainsSubstring("Isolation: " + iso));
+  CHECK_THAT(read_file(out / "gradebook.csv"), ContainsSubstring("," + iso + "\n"));
+  CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("Isolation: " + iso));
 }

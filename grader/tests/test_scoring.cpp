@@ -2,7 +2,10 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <cmath>
+
 #include "scoring.h"
+#include "util.h"
 
 using namespace labgrade;
 using Catch::Matchers::ContainsSubstring;
@@ -157,4 +160,113 @@ TEST_CASE("results survive a JSON round trip", "[results]") {
   CHECK(back.labs[0].gates[1].threshold == 2.0);
   CHECK(back.labs[0].seed == 77u);
   CHECK(back.labs[0].notes == std::vector<std::string>{"restarted"});
+}
+
+namespace {
+const char* kCurveRubric = R"(
+lab = "98"
+title = "partial credit"
+[[gate]]
+id = "s.curve"
+kind = "speed"
+points = 10
+metric = "ratio"
+threshold = 3.0
+floor = 1.0
+[[gate]]
+id = "s.flat"
+kind = "speed"
+points = 4
+metric = "ratio"
+threshold = 3.0
+[[gate]]
+id = "h"
+title = "secret shapes 7919 x 13"
+kind = "speed"
+points = 1
+metric = "ratio"
+threshold = 2.0
+floor = 1.5
+hidden = true
+hint = "tile by 13"
+)";
+
+// One speed gate of kCurveRubric as the binary reported it.
+GateResult scored(const std::string& id, Status status, std::optional<double> ratio) {
+  auto rubric = labkit::parse_rubric(kCurveRubric, "curve.toml");
+  LabResult lab = make_lab_result(rubric, "98_x", true);
+  for (auto& g : lab.gates) {
+    g.status = status;
+    if (ratio) g.metrics["ratio"] = {*ratio, "x"};
+  }
+  apply_rubric(lab);
+  for (auto& g : lab.gates)
+    if (g.id == id) return g;
+  FAIL("no gate " << id);
+  return {};
+}
+}  // namespace
+
+TEST_CASE("a speed gate with a floor earns points linearly between floor and threshold", "[rubric]") {
+  // Full credit at and above the threshold.
+  CHECK(scored("s.curve", Status::passed, 3.0).points == 10);
+  CHECK(scored("s.curve", Status::passed, 4.5).points == 10);
+  CHECK(scored("s.curve", Status::passed, 4.5).status == Status::passed);
+  // Linear in between: (2 - 1) / (3 - 1) of 10 points; the gate is not passed and says why.
+  GateResult half = scored("s.curve", Status::passed, 2.0);
+  CHECK(half.points == 5);
+  CHECK(half.status == Status::failed);
+  CHECK_THAT(half.message, ContainsSubstring("partial credit"));
+  CHECK(scored("s.curve", Status::passed, 2.5).points == 7.5);
+  CHECK(scored("s.curve", Status::passed, 1.0).points == 0);  // at the floor: nothing yet
+  // Below the floor, or failed by the binary for any reason (a wrong answer at the timed size): nothing.
+  GateResult below = scored("s.curve", Status::passed, 0.8);
+  CHECK(below.points == 0);
+  CHECK_THAT(below.message, ContainsSubstring("below the floor"));
+  CHECK(scored("s.curve", Status::failed, 2.0).points == 0);
+  CHECK(scored("s.curve", Status::crashed, 2.0).points == 0);
+  CHECK(scored("s.curve", Status::passed, std::nan("")).points == 0);
+  CHECK(scored("s.curve", Status::passed, std::nullopt).points == 0);
+}
+
+TEST_CASE("a speed gate without a floor stays all or nothing", "[rubric]") {
+  CHECK(scored("s.flat", Status::passed, 3.0).points == 4);
+  CHECK(scored("s.flat", Status::passed, 2.9).points == 0);
+  CHECK(scored("s.flat", Status::passed, 2.9).status == Status::failed);
+  CHECK_THAT(scored("s.flat", Status::passed, 2.9).message, ContainsSubstring("below the threshold"));
+}
+
+TEST_CASE("the gate binary's rubric: floors become thresholds, hidden gates lose title and hint", "[rubric]") {
+  std::string text = gate_rubric_text(kCurveRubric, true);
+  auto gate_view = labkit::parse_rubric(text, "gate.toml");  // still a valid rubric
+  REQUIRE(gate_view.gates.size() == 3);
+  const auto* curve = gate_view.find("s.curve");
+  REQUIRE(curve);
+  CHECK(curve->threshold == 1.0);  // the binary passes what earns partial credit; apply_rubric applies the curve
+  CHECK_FALSE(curve->floor.has_value());
+  CHECK(gate_view.find("s.flat")->threshold == 3.0);
+  const auto* h = gate_view.find("h");
+  REQUIRE(h);
+  CHECK(h->threshold == 1.5);  // the gates need the figures
+  CHECK(h->points == 1);
+  CHECK(h->hidden);
+  CHECK(h->hint.empty());
+  CHECK_FALSE(contains(text, "7919"));
+  CHECK_FALSE(contains(text, "tile by 13"));
+  // Without redaction the hidden gate keeps its text.
+  CHECK(contains(gate_rubric_text(kCurveRubric, false), "tile by 13"));
+}
+
+TEST_CASE("statuses only the grader gives are not taken from the channel; new statuses round-trip", "[channel]") {
+  for (const char* forged : {"not_submitted", "refused", "build_failed"}) {
+    ChannelParser p;
+    p.feed(kRunStart + line(R"({"event":"gate_start","gate":"a"})") +
+           line(std::string(R"({"event":"gate_end","gate":"a","status":")") + forged + R"(","seconds":0})"));
+    REQUIRE(p.ended().count("a"));
+    CHECK(p.ended().at("a").status == Status::failed);
+  }
+  for (Status s : {Status::not_submitted, Status::refused, Status::build_failed, Status::passed})
+    CHECK(status_from_string(to_string(s)) == s);
+  CHECK(to_string(Status::not_submitted) == "not_submitted");
+  CHECK(to_string(Status::refused) == "refused");
 }

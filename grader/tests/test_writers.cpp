@@ -3,6 +3,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <sstream>
 
+#include "util.h"
 #include "writers.h"
 
 using namespace labgrade;
@@ -92,9 +93,9 @@ TEST_CASE("the CSV gradebook quotes and defuses its cells", "[writers]") {
   CHECK(csv_field("=HYPERLINK(1)", true) == "'=HYPERLINK(1)");
   CHECK(csv_field("-1.5", false) == "-1.5");
   std::string csv = gradebook_csv({sample("=cmd")});
-  CHECK(csv.rfind("student,lab,gate,status,points,max_points,metric,value,threshold\n", 0) == 0);
-  CHECK_THAT(csv, ContainsSubstring("'=cmd,01,step2.speed,failed,0,5,ratio,1.42,2\n"));
-  CHECK_THAT(csv, ContainsSubstring("'=cmd,01,step1.correct,passed,10,10,,,\n"));
+  CHECK(csv.rfind("student,lab,gate,status,points,max_points,metric,value,threshold,isolation\n", 0) == 0);
+  CHECK_THAT(csv, ContainsSubstring("'=cmd,01,step2.speed,failed,0,5,ratio,1.42,2,\n"));
+  CHECK_THAT(csv, ContainsSubstring("'=cmd,01,step1.correct,passed,10,10,,,,\n"));
 }
 
 TEST_CASE("the console table shows figures and diagnoses", "[writers]") {
@@ -116,4 +117,67 @@ TEST_CASE("the Markdown report has a summary and per-student tables", "[writers]
   CHECK_THAT(md, ContainsSubstring("bob\\|x"));
   CHECK_THAT(md, ContainsSubstring("| `step2.speed` | failed | 0/5 | ratio 1.42 < 2 |"));
   CHECK_THAT(md, ContainsSubstring("Pass rate per gate"));
+}
+
+TEST_CASE("student-visible output carries nothing of a hidden gate but its id, status and points", "[writers]") {
+  SubmissionResult r = sample("alice");
+  LabResult& lab = r.labs[0];
+  GateResult& h = lab.gates[2];
+  h.title = "shapes 7919 x 13";
+  h.hint = "tile by 13";
+  h.message = "wrong at n = 7919\n--- last lines of its console output ---\nsecret 7919";
+  h.sanitizer = "out of bounds at 7919";
+  h.metrics["ratio"] = {7919, "x"};
+  lab.notes = {"restarted the gate binary after signal 11 in step1.correct",
+               std::string(kHiddenRunNote) + "result channel: gate_start `7919` while `step3.hidden` was running"};
+  auto j = gradescope_json(r);
+  std::string text = j.dump();
+  CHECK_FALSE(contains(text, "7919"));
+  CHECK_FALSE(contains(text, "tile by 13"));
+  CHECK_THAT(text, ContainsSubstring("step3.hidden"));                      // the gate is listed...
+  CHECK(j["tests"][2]["visibility"] == "after_due_date");                   // ...for later
+  CHECK_THAT(j["output"].get<std::string>(), ContainsSubstring("signal 11"));  // visible notes stay
+  // The instructor's outputs keep everything.
+  CHECK_THAT(junit_xml({r}), ContainsSubstring("wrong at n = 7919"));
+  CHECK_THAT(markdown_report({r}, "Class"), ContainsSubstring("wrong at n = 7919"));
+  CHECK_THAT(to_json(r).dump(), ContainsSubstring("tile by 13"));
+  std::ostringstream os;
+  print_table(os, r, false);
+  CHECK_THAT(os.str(), ContainsSubstring("wrong at n = 7919"));
+}
+
+TEST_CASE("every report states the isolation the submission ran under", "[writers]") {
+  SubmissionResult r = sample("alice");
+  r.isolation = "uid-only";
+  CHECK_THAT(gradescope_json(r)["output"].get<std::string>(), ContainsSubstring("Isolation: uid-only"));
+  CHECK_THAT(to_json(r).dump(), ContainsSubstring("\"isolation\":\"uid-only\""));
+  CHECK_THAT(gradebook_csv({r}), ContainsSubstring("alice,01,step1.correct,passed,10,10,,,,uid-only\n"));
+  CHECK_THAT(junit_xml({r}), ContainsSubstring("<property name=\"isolation\" value=\"uid-only\"/>"));
+  std::string md = markdown_report({r, sample("bob")}, "Class");
+  CHECK_THAT(md, ContainsSubstring("Isolation: uid-only"));
+  CHECK_THAT(md, ContainsSubstring("(1 students)"));
+  std::ostringstream os;
+  print_table(os, r, false);
+  CHECK_THAT(os.str(), ContainsSubstring("isolation: uid-only"));
+}
+
+TEST_CASE("not submitted and refused labs are their own statuses in every writer", "[writers]") {
+  SubmissionResult r = sample("alice");
+  set_all(r.labs[0], Status::not_submitted, "not submitted: the submission has no labs/01_matmul/student/matmul.cu");
+  apply_rubric(r.labs[0]);
+  CHECK(r.score() == 0);
+  CHECK_THAT(gradebook_csv({r}), ContainsSubstring("alice,01,step1.correct,not_submitted,0,10"));
+  CHECK_THAT(junit_xml({r}), ContainsSubstring("type=\"not_submitted\""));
+  CHECK_THAT(markdown_report({r}, "Class"), ContainsSubstring("| not_submitted |"));
+  CHECK_THAT(gradescope_json(r)["tests"][0]["output"].get<std::string>(), ContainsSubstring("status: not_submitted"));
+  std::ostringstream os;
+  print_table(os, r, false);
+  CHECK_THAT(os.str(), ContainsSubstring("not_submitted"));
+  CHECK_THAT(os.str(), ContainsSubstring("not submitted: the submission has no"));
+
+  set_all(r.labs[0], Status::refused, "refused: student/matmul.cu defines or uses symbols...");
+  apply_rubric(r.labs[0]);
+  CHECK(r.score() == 0);
+  CHECK_THAT(gradebook_csv({r}), ContainsSubstring("alice,01,step1.correct,refused,0,10"));
+  CHECK_THAT(junit_xml({r}), ContainsSubstring("<error type=\"refused\""));
 }

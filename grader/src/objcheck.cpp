@@ -1,0 +1,414 @@
+#include "objcheck.h"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <memory>
+#include <regex>
+
+#include "util.h"
+
+namespace labgrade {
+
+namespace {
+
+// ---- the table ----------------------------------------------------------------------------------------------
+// One entry per thing a student object may define, or must not use, with the reason shown to the student.
+struct SymbolRule {
+  enum Kind {
+    forbid_use,        // an undefined reference to this C name (exact, or a prefix ending in '*')
+    forbid_use_scope,  // an undefined reference to anything in this C++ scope ("labkit::report")
+    allow_generated,   // a definition the compilers generate (a prefix of the symbol or of its global-scope name)
+    allow_weak_scope,  // a weak definition in this C++ scope: template instantiations and inline functions of
+                       // headers the submission includes (a name the shared libraries export is still refused)
+    allow_weak_global_template,  // a weak instantiation of a global-scope template whose name starts so (the
+                                 // CUDA runtime's typed wrappers: cudaMalloc<float>); being a template it cannot
+                                 // take the place of the C function of the same name
+  };
+  Kind kind;
+  const char* pattern;
+  const char* reason;
+};
+
+const SymbolRule kSymbolRules[] = {
+    // Reaching the gates' code or memory.
+    {SymbolRule::forbid_use, "dlopen", "loads code the grader did not link and finds the gates' functions"},
+    {SymbolRule::forbid_use, "dlmopen", "loads code the grader did not link"},
+    {SymbolRule::forbid_use, "dlsym", "finds the gates' (or the libraries') functions by name, to call or patch"},
+    {SymbolRule::forbid_use, "dlvsym", "finds the gates' (or the libraries') functions by name, to call or patch"},
+    {SymbolRule::forbid_use, "dladdr", "maps addresses to the gates' symbols"},
+    {SymbolRule::forbid_use, "dl_iterate_phdr", "walks the program's loaded objects to find the gates' code"},
+    {SymbolRule::forbid_use, "__libc_dlopen_mode", "glibc's internal dlopen"},
+    {SymbolRule::forbid_use, "__libc_dlsym", "glibc's internal dlsym"},
+    {SymbolRule::forbid_use, "mprotect", "makes the gates' code or read-only data writable (to patch the verdict)"},
+    {SymbolRule::forbid_use, "pkey_mprotect", "makes the gates' code or read-only data writable"},
+    {SymbolRule::forbid_use, "ptrace", "inspects or changes a process from outside"},
+    {SymbolRule::forbid_use, "process_vm_writev", "writes another process's memory"},
+    {SymbolRule::forbid_use, "process_vm_readv", "reads another process's memory"},
+    {SymbolRule::forbid_use, "syscall", "a system call by number, which no symbol check can follow"},
+    // What the gates read from the environment (LABKIT_SANITIZER, the seed, the result channel).
+    {SymbolRule::forbid_use, "setenv", "changes an environment variable that the gates read"},
+    {SymbolRule::forbid_use, "putenv", "changes an environment variable that the gates read"},
+    {SymbolRule::forbid_use, "unsetenv", "changes an environment variable that the gates read"},
+    {SymbolRule::forbid_use, "clearenv", "changes the environment that the gates read"},
+    {SymbolRule::forbid_use, "environ", "writes the environment that the gates read"},
+    {SymbolRule::forbid_use, "__environ", "writes the environment that the gates read"},
+    // Other processes: a second process escapes the gate's time limits and could outlive it.
+    {SymbolRule::forbid_use, "fork", "starts another process"},
+    {SymbolRule::forbid_use, "vfork", "starts another process"},
+    {SymbolRule::forbid_use, "clone", "starts another process or thread outside the C++ library"},
+    {SymbolRule::forbid_use, "clone3", "starts another process or thread outside the C++ library"},
+    {SymbolRule::forbid_use, "exec*", "replaces the gate binary by another program"},
+    {SymbolRule::forbid_use, "fexecve", "replaces the gate binary by another program"},
+    {SymbolRule::forbid_use, "posix_spawn*", "starts another program"},
+    {SymbolRule::forbid_use, "system", "starts another program"},
+    {SymbolRule::forbid_use, "popen", "starts another program"},
+    // The CUDA layers below the runtime: a way around the gates' checks of what ran and how long it took.
+    {SymbolRule::forbid_use, "cupti*", "CUPTI: the gates' own view of the kernels that ran and their times"},
+    {SymbolRule::forbid_use, "cuGetProcAddress*", "looks up CUDA driver functions by name (to replace them)"},
+    {SymbolRule::forbid_use, "cudaGetDriverEntryPoint*", "looks up CUDA driver functions by name (to replace them)"},
+    // The gates' own machinery.
+    {SymbolRule::forbid_use_scope, "labkit::report", "the result channel to the grader"},
+    {SymbolRule::forbid_use_scope, "labkit::detail", "the gates' internals"},
+    {SymbolRule::forbid_use_scope, "labkit::gate", "the gates' verdicts, thresholds and seeds"},
+    {SymbolRule::forbid_use_scope, "Catch", "the test framework that runs the gates"},
+
+    // Definitions the compilers make for every CUDA file.
+    {SymbolRule::allow_generated, "__device_stub__", "nvcc: the host side of a kernel launch"},
+    {SymbolRule::allow_generated, "__cudaRegister", "nvcc: registers the file's kernels with the runtime"},
+    {SymbolRule::allow_generated, "__fatbinwrap", "nvcc: the file's device code"},
+    {SymbolRule::allow_generated, "__nv_", "nvcc: module ids and helpers"},
+    {SymbolRule::allow_generated, "_GLOBAL__sub_I_", "the C++ compiler: the file's static initialisers"},
+    {SymbolRule::allow_generated, "__sti__", "nvcc: the file's static initialisers"},
+    {SymbolRule::allow_generated, "DW.ref.", "the C++ compiler: references for exception handling"},
+    {SymbolRule::allow_generated, "_GLOBAL__N_",
+     "an anonymous namespace: nvcc gives it a name unique to the file, with external linkage"},
+    // Template instantiations and inline functions of the headers a submission includes.
+    {SymbolRule::allow_weak_scope, "std", "the C++ library's templates and inline functions"},
+    {SymbolRule::allow_weak_scope, "__gnu_cxx", "the C++ library's templates"},
+    {SymbolRule::allow_weak_scope, "__cxxabiv1", "the C++ library's type information"},
+    {SymbolRule::allow_weak_scope, "thrust", "Thrust's templates"},
+    {SymbolRule::allow_weak_scope, "cub", "CUB's templates"},
+    {SymbolRule::allow_weak_scope, "cuda", "libcu++ (cuda::std) templates"},
+    {SymbolRule::allow_weak_scope, "cooperative_groups", "CUDA's cooperative groups (inline)"},
+    {SymbolRule::allow_weak_scope, "nvcuda", "CUDA's WMMA templates"},
+    {SymbolRule::allow_weak_scope, "__nv_*", "nvcc: the wrappers of extended (__device__) lambdas"},
+    {SymbolRule::allow_weak_scope, "labkit::NotImplemented", "labkit/check.h: the exception an unfinished step throws"},
+    {SymbolRule::allow_weak_global_template, "cuda", "cuda_runtime.h's typed wrappers (cudaMalloc<T>...)"},
+};
+
+// Symbols nvcc or the C++ compiler define at global scope that carry no user name.
+bool generated(const std::string& name) {
+  for (const auto& r : kSymbolRules)
+    if (r.kind == SymbolRule::allow_generated && starts_with(name, r.pattern)) return true;
+  return false;
+}
+
+std::string unversioned(const std::string& name) {
+  auto at = name.find('@');
+  return at == std::string::npos ? name : name.substr(0, at);
+}
+
+// ---- reading mangled names (Itanium C++ ABI) ----------------------------------------------------------------
+// Only as far as the leading scope names: that is all the rules need.
+struct Reader {
+  const std::string& s;
+  std::size_t i;
+  bool templated = false;  // the name has template arguments (an instantiation, or a member of one)
+  bool more() const { return i < s.size(); }
+  char peek(std::size_t k = 0) const { return i + k < s.size() ? s[i + k] : '\0'; }
+  bool number(std::size_t* n) {
+    if (!std::isdigit(static_cast<unsigned char>(peek()))) return false;
+    std::size_t v = 0;
+    while (std::isdigit(static_cast<unsigned char>(peek()))) v = v * 10 + static_cast<std::size_t>(s[i++] - '0');
+    *n = v;
+    return true;
+  }
+  bool source_name(std::string* out) {
+    std::size_t n = 0;
+    if (!number(&n) || i + n > s.size()) return false;
+    *out = s.substr(i, n);
+    i += n;
+    while (peek() == 'B') {  // ABI tags: B <length> <tag>
+      ++i;
+      std::size_t t = 0;
+      if (!number(&t)) return false;
+      i += t;
+    }
+    return true;
+  }
+  void skip_call_offset() {  // h <number> _  |  v <number> _ <number> _
+    char k = s[i++];
+    auto skip_num = [&] {
+      if (peek() == 'n') ++i;
+      while (std::isdigit(static_cast<unsigned char>(peek()))) ++i;
+      if (peek() == '_') ++i;
+    };
+    skip_num();
+    if (k == 'v') skip_num();
+  }
+  // An operator's two-letter code (pl: operator+, eq: operator==...).
+  void skip_operator() {
+    if (std::islower(static_cast<unsigned char>(peek())) && std::islower(static_cast<unsigned char>(peek(1)))) i += 2;
+  }
+  // <name>: nested (N...E), std-abbreviated, unscoped, or local (Z...E).
+  std::vector<std::string> name(bool* global_scope) {
+    std::vector<std::string> parts;
+    *global_scope = false;
+    if (peek() == 'Z') {  // a local entity: the scope of its enclosing function
+      ++i;
+      return name(global_scope);
+    }
+    if (peek() == 'L') ++i;  // internal linkage
+    if (peek() == 'N') {
+      ++i;
+      while (peek() == 'r' || peek() == 'V' || peek() == 'K') ++i;
+      if (peek() == 'R' || peek() == 'O') ++i;
+      while (more()) {
+        if (peek() == 'S' && peek(1) == 't') {
+          parts.push_back("std");
+          i += 2;
+        } else if (peek() == 'S' && std::string("abdios").find(peek(1)) != std::string::npos) {
+          parts.push_back("std");
+          return parts;
+        } else if (std::isdigit(static_cast<unsigned char>(peek()))) {
+          std::string n;
+          if (!source_name(&n)) return {};
+          parts.push_back(n);
+        } else {
+          skip_operator();
+          templated = peek() == 'I';
+          break;  // template arguments, constructors, operators, substitutions: the scope is known by now
+        }
+      }
+      return parts;
+    }
+    if (peek() == 'S' && peek(1) == 't') {
+      i += 2;
+      std::string n;
+      if (!source_name(&n)) skip_operator();
+      templated = peek() == 'I';
+      return {"std"};
+    }
+    if (peek() == 'S' && std::string("abdios").find(peek(1)) != std::string::npos) return {"std"};
+    std::string n;
+    if (!source_name(&n)) return {};
+    *global_scope = true;
+    templated = peek() == 'I';
+    return {n};
+  }
+};
+
+// The leading scope names of a mangled symbol (see top_level_name).
+std::vector<std::string> scope_of(const std::string& mangled, bool* global_scope, bool* templated = nullptr) {
+  *global_scope = false;
+  if (templated) *templated = false;
+  if (!starts_with(mangled, "_Z")) return {};
+  Reader r{mangled, 2};
+  struct Report {  // whatever way the parse ends
+    Reader& r;
+    bool* out;
+    ~Report() {
+      if (out) *out = r.templated;
+    }
+  } report{r, templated};
+  if (r.peek() == 'T') {
+    char k = r.peek(1);
+    if (k == 'V' || k == 'I' || k == 'S' || k == 'T' || k == 'W' || k == 'H' || k == 'C') {
+      r.i += 2;  // vtable, typeinfo, typeinfo name, VTT, TLS wrapper/init, construction vtable: of a type
+    } else if (k == 'h' || k == 'v') {
+      r.i += 1;
+      r.skip_call_offset();  // thunks: the function they lead to
+    } else if (k == 'c') {
+      r.i += 2;
+      r.skip_call_offset();
+      r.skip_call_offset();
+    } else {
+      return {};
+    }
+  } else if (r.peek() == 'G' && (r.peek(1) == 'V' || r.peek(1) == 'R')) {
+    r.i += 2;  // guard variable, reference temporary: of a variable
+  } else if (r.peek() == 'G' && r.peek(1) == 'T') {
+    r.i += 3;  // transaction clones
+  }
+  return r.name(global_scope);
+}
+
+// _Z <source-name> I ...: an unscoped template instantiation.
+bool is_template_instance(const std::string& mangled) {
+  Reader r{mangled, 2};
+  std::string n;
+  return r.source_name(&n) && r.peek() == 'I';
+}
+
+bool in_scope(const std::vector<std::string>& parts, const std::string& scope) {
+  auto want = split(scope, ':');
+  want.erase(std::remove(want.begin(), want.end(), std::string()), want.end());
+  if (want.empty() || want.size() > parts.size()) return false;
+  // "__nv_*": a prefix of the first name
+  if (want.size() == 1 && ends_with(want[0], "*")) return starts_with(parts[0], want[0].substr(0, want[0].size() - 1));
+  return std::equal(want.begin(), want.end(), parts.begin());
+}
+
+bool matches(const std::string& pattern, const std::string& name) {
+  if (!pattern.empty() && pattern.back() == '*') return starts_with(name, pattern.substr(0, pattern.size() - 1));
+  return name == pattern;
+}
+
+}  // namespace
+
+bool ObjSymbol::defined() const { return type != 'U' && type != 'w' && type != 'v'; }
+bool ObjSymbol::global() const {
+  // Upper case: global; u: unique global; i: indirect function (GNU ifunc, global in an object).
+  return std::isupper(static_cast<unsigned char>(type)) || type == 'u' || type == 'i' || type == 'w' || type == 'v';
+}
+bool ObjSymbol::weak() const { return type == 'W' || type == 'V' || type == 'w' || type == 'v' || type == 'u'; }
+
+std::vector<ObjSymbol> parse_nm_posix(const std::string& text) {
+  std::vector<ObjSymbol> out;
+  for (const auto& line : split_lines(text)) {
+    auto fields = split(trim(line), ' ');
+    if (fields.size() < 2 || fields[1].size() != 1) continue;
+    if (ends_with(fields[0], ":")) continue;  // "file.o:" headers of archives
+    out.push_back({fields[0], fields[1][0]});
+  }
+  return out;
+}
+
+std::string top_level_name(const std::string& mangled, bool* is_global_scope) {
+  bool global = false;
+  auto parts = scope_of(mangled, &global);
+  if (is_global_scope) *is_global_scope = global;
+  return parts.empty() ? "" : parts.front();
+}
+
+std::string demangle(const std::string& name) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
+  return status == 0 && d ? std::string(d.get()) : name;
+}
+
+std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, const ObjPolicy& policy) {
+  std::vector<ObjFinding> out;
+  std::set<std::string> names;
+  for (const auto& s : symbols) names.insert(s.name);
+  // A kernel declared at global scope has a host stub of its own name next to its __device_stub__.
+  auto kernel_stub = [&](const std::string& mangled) {
+    for (const auto& n : names)
+      if (contains(n, "__device_stub__" + mangled.substr(1))) return true;
+    return false;
+  };
+  const std::string lab = policy.lab_namespace;
+  for (const auto& s : symbols) {
+    if (!s.global()) continue;
+    const std::string name = unversioned(s.name);
+    bool global_scope = false, templated = false;
+    const auto scope = scope_of(name, &global_scope, &templated);
+    const std::string shown = demangle(name);
+    if (!s.defined()) {
+      for (const auto& r : kSymbolRules) {
+        bool hit = (r.kind == SymbolRule::forbid_use && scope.empty() && matches(r.pattern, name)) ||
+                   (r.kind == SymbolRule::forbid_use_scope && in_scope(scope, r.pattern));
+        if (hit) {
+          out.push_back({shown, std::string("uses `") + r.pattern + "`: " + r.reason});
+          break;
+        }
+      }
+      continue;
+    }
+    if (generated(name) || (!scope.empty() && generated(scope.front()))) continue;
+    if (!scope.empty() && scope.front() == lab && !global_scope) continue;
+    if (global_scope && kernel_stub(name)) continue;
+    if (global_scope && s.weak() && is_template_instance(name) && !policy.shared_exports.count(name)) {
+      bool ok = false;
+      for (const auto& r : kSymbolRules)
+        ok = ok || (r.kind == SymbolRule::allow_weak_global_template && starts_with(scope.front(), r.pattern));
+      if (ok) continue;
+    }
+    if (s.weak() && !scope.empty() && !global_scope) {
+      const SymbolRule* allowed = nullptr;
+      for (const auto& r : kSymbolRules)
+        if (r.kind == SymbolRule::allow_weak_scope && in_scope(scope, r.pattern)) allowed = &r;
+      // A library function that is also instantiated from the headers (std::string's operator+) is accepted when
+      // it is a template: its body comes from the same headers. A non-template function of the library is
+      // defined in the library, so an object that defines it does so on purpose.
+      if (allowed && (!policy.shared_exports.count(name) || templated)) continue;
+      if (allowed) {
+        out.push_back({shown, "defines a function that a shared library of the gate binary exports: it would "
+                              "replace the library's for the gates too (symbol interposition)"});
+        continue;
+      }
+    }
+    std::string why;
+    if (scope.empty())
+      why = "defines the C symbol `" + name + "`" +
+            (policy.shared_exports.count(name) ? ", which a library of the gate binary (C library, CUDA runtime, "
+                                                 "cuBLAS...) also defines: it would replace it for the gates too"
+                                               : ": a C name outside namespace " + lab +
+                                                     " can replace a library's function for the gates too") +
+            " (symbol interposition)";
+    else if (global_scope)
+      why = "defines a global-scope name: put helpers in namespace " + lab +
+            ", in an anonymous namespace or make them static (a global name can replace one the gates use)";
+    else if (scope.front() == "labkit" || scope.front() == "Catch")
+      why = "defines a symbol of the gates' own code (" + scope.front() + "::): it would replace theirs";
+    else if (scope.front() == "std" || scope.front() == "__gnu_cxx")
+      why = "defines (not weakly instantiates) a C++ library symbol: it would replace libstdc++'s";
+    else
+      why = "defines a symbol outside namespace " + lab + " (" + scope.front() +
+            "::): only the lab's interface and code generated for it may be defined";
+    out.push_back({shown, why});
+  }
+  return out;
+}
+
+std::vector<ObjFinding> find_raw_syscalls(const std::string& objdump_text) {
+  // objdump -d lines: "0000000000000000 <name>:" starts a function; instructions follow as
+  // "   4:\t0f 05                \tsyscall".
+  static const std::regex function(R"(^[0-9a-f]+ <(.+)>:$)");
+  static const std::regex raw(R"(\t(syscall|sysenter|int\s+\$0x80)\b)");
+  std::vector<ObjFinding> out;
+  std::string current;
+  for (const auto& line : split_lines(objdump_text)) {
+    std::smatch m;
+    // Cheap tests first: a Thrust object disassembles to hundreds of thousands of lines.
+    if (ends_with(line, ">:") && std::regex_match(line, m, function)) {
+      current = m[1].str();
+      continue;
+    }
+    if ((contains(line, "sys") || contains(line, "int")) && std::regex_search(line, m, raw)) {
+      std::string instr = m[1].str();
+      const std::string where = demangle(current);
+      bool seen = std::any_of(out.begin(), out.end(), [&](const ObjFinding& f) { return f.symbol == where; });
+      if (!seen)
+        out.push_back({where, "contains a raw `" + instr +
+                                  "` instruction: a system call that no symbol shows (inline assembly)"});
+    }
+  }
+  return out;
+}
+
+std::string describe_refusal(const std::string& source, const std::vector<ObjFinding>& findings,
+                             std::size_t max_items) {
+  std::string msg = "refused: student/" + source +
+                    " defines or uses symbols that a submission may not (the gates share its process, so these "
+                    "could change their verdict):";
+  for (std::size_t k = 0; k < findings.size() && k < max_items; ++k)
+    msg += "\n  " + findings[k].symbol + ": " + findings[k].reason;
+  if (findings.size() > max_items) msg += "\n  ... and " + std::to_string(findings.size() - max_items) + " more";
+  return msg;
+}
+
+std::set<std::string> exported_symbols(const std::vector<std::string>& shared_libraries, const std::string& nm) {
+  std::set<std::string> out;
+  for (const auto& lib : shared_libraries) {
+    auto r = run_command({nm, "-D", "--defined-only", "-P", lib}, 120);
+    if (r.exit_code != 0) continue;
+    for (const auto& s : parse_nm_posix(r.output)) out.insert(unversioned(s.name));
+  }
+  return out;
+}
+
+}  // namespace labgrade

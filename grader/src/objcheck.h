@@ -1,0 +1,64 @@
+// The static check of a compiled student object, before it is linked into the gate binary.
+//
+// The student's object shares its process with the gates, so a symbol it defines can replace one the gates use
+// (a libc, libstdc++, CUDA runtime, cuBLAS or labkit function: symbol interposition), and a function it calls can
+// reach what decides the verdict (dlsym to find the gates' functions, mprotect to patch them, setenv to change
+// what the gates read, a raw system call that no symbol shows). What an object may define and use is one table
+// (kSymbolRules in objcheck.cpp, each entry with its reason); the grader reads `nm -P` and `objdump -d` of the
+// object and refuses it (status `refused`) with a message naming each symbol and why.
+//
+// This is a static check of what the object says it defines and calls. It does not stop code that finds the
+// gates' memory by other means (pointer arithmetic from a known address) and writes it while it is writable;
+// docs/instructor-guide.md ("Security") lists what holds and what does not.
+#pragma once
+#include <set>
+#include <string>
+#include <vector>
+
+namespace labgrade {
+
+struct ObjSymbol {
+  std::string name;  // as in the object (mangled)
+  char type = '?';   // nm's letter: T, W, U, ...
+  bool defined() const;
+  bool global() const;  // visible to the linker outside the object (strong, weak or unique global)
+  bool weak() const;
+};
+
+// `nm -P` (POSIX format: "name type [value size]") of one object.
+std::vector<ObjSymbol> parse_nm_posix(const std::string& text);
+
+// The first name of a mangled C++ symbol: "lab01" for lab01::matmul(...), "std" for std:: and its abbreviations,
+// "labkit" for `vtable for labkit::X`; the identifier itself for a global-scope name (with is_global_scope), and
+// "" when the symbol is not a mangled C++ name (a C symbol) or cannot be read.
+std::string top_level_name(const std::string& mangled, bool* is_global_scope = nullptr);
+
+// The human-readable form of a symbol (itself when it is not a C++ name).
+std::string demangle(const std::string& name);
+
+struct ObjPolicy {
+  std::string lab_namespace;  // "lab01": what the submission implements (labs/NN_topic/<topic>.h)
+  // Symbols exported by the shared libraries the gate binary loads (libstdc++, cudart, cuBLAS...): a weak
+  // definition of one of them in the object would replace the library's for the whole process.
+  std::set<std::string> shared_exports;
+};
+
+struct ObjFinding {
+  std::string symbol;  // demangled
+  std::string reason;
+};
+
+// Every symbol the object defines or uses against the policy and the rule table.
+std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, const ObjPolicy& policy);
+
+// Raw system-call instructions in the host code of `objdump -d` output ("function: syscall").
+std::vector<ObjFinding> find_raw_syscalls(const std::string& objdump_text);
+
+// The gate message of a refused object (at most max_items findings listed).
+std::string describe_refusal(const std::string& source, const std::vector<ObjFinding>& findings,
+                             std::size_t max_items = 12);
+
+// `nm -D --defined-only -P` of each shared library: the names they export (versions stripped).
+std::set<std::string> exported_symbols(const std::vector<std::string>& shared_libraries, const std::string& nm);
+
+}  // namespace labgrade

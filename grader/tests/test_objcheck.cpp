@@ -1,0 +1,197 @@
+// The static check of student objects (objcheck.h): reading mangled names, the rule table on synthetic `nm -P`
+// output, raw system calls in `objdump -d` output, and one object compiled here by the host C++ compiler.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "objcheck.h"
+#include "test_support.h"
+#include "util.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+// The findings for one symbol of nm type `type` (a policy for lab 42, with `exports` as the shared libraries').
+std::vector<ObjFinding> check_one(const std::string& name, char type, std::set<std::string> exports = {}) {
+  ObjPolicy p;
+  p.lab_namespace = "lab42";
+  p.shared_exports = std::move(exports);
+  return check_symbols({{name, type}}, p);
+}
+bool refused(const std::string& name, char type, std::set<std::string> exports = {}) {
+  return !check_one(name, type, std::move(exports)).empty();
+}
+
+}  // namespace
+
+TEST_CASE("the leading scope of mangled names", "[objcheck]") {
+  bool global = false;
+  CHECK(top_level_name("_ZN5lab424stepEPfi", &global) == "lab42");
+  CHECK_FALSE(global);
+  CHECK(top_level_name("_ZN6labkit6report6metricESt17basic_string_viewIcSt11char_traitsIcEEdS3_") == "labkit");
+  CHECK(top_level_name("_ZTVN6labkit14NotImplementedE") == "labkit");  // vtable for
+  CHECK(top_level_name("_ZTIN5Catch9ITestCaseE") == "Catch");         // typeinfo for
+  CHECK(top_level_name("_ZGVZN5lab421fEvE1x") == "lab42");            // guard variable of a local static
+  CHECK(top_level_name("_ZNSt6vectorIiSaIiEE17_M_realloc_insertIJRKiEEEvN9__gnu_cxx17__normal_iteratorIPiS1_EEDpOT_") ==
+        "std");
+  CHECK(top_level_name("_ZNKSt5ctypeIcE8do_widenEc") == "std");
+  CHECK(top_level_name("_ZStplIcSt11char_traitsIcESaIcEENSt7__cxx1112basic_stringIT_T0_T1_EEPKS5_RKS8_") == "std");
+  CHECK(top_level_name("_ZThn8_N5lab421B1fEv") == "lab42");  // a thunk
+  CHECK(top_level_name("_Z6helperi", &global) == "helper");
+  CHECK(global);
+  CHECK(top_level_name("malloc") == "");
+}
+
+TEST_CASE("what a student object may define", "[objcheck]") {
+  // The lab's own namespace, strong or weak.
+  CHECK_FALSE(refused("_ZN5lab424stepEPfi", 'T'));
+  CHECK_FALSE(refused("_ZN5lab426kTableE", 'R'));
+  CHECK_FALSE(refused("_ZN5lab424stepIfEEvPT_", 'W'));
+  // Code the compilers generate.
+  CHECK_FALSE(refused("_GLOBAL__sub_I_fake.cu", 'T'));
+  CHECK_FALSE(refused("__cudaRegisterLinkedBinary_abc", 'T'));
+  CHECK_FALSE(refused("__fatbinwrap_abc", 'D'));
+  CHECK_FALSE(refused("DW.ref.__gxx_personality_v0", 'V'));
+  // Weak instantiations of library templates and of labkit's exception.
+  CHECK_FALSE(
+      refused("_ZNSt6vectorIiSaIiEE17_M_realloc_insertIJRKiEEEvN9__gnu_cxx17__normal_iteratorIPiS1_EEDpOT_", 'W'));
+  CHECK_FALSE(refused("_ZN6thrust6detail8functionIiEEvv", 'W'));
+  CHECK_FALSE(refused("_ZN6labkit14NotImplementedD2Ev", 'W'));
+  CHECK_FALSE(refused("_ZTVN6labkit14NotImplementedE", 'V'));
+  CHECK_FALSE(refused("_Z10cudaMallocIfE9cudaErrorPPT_m", 'W'));  // cudaMalloc<float>: cuda_runtime.h
+  // A library template that the C++ library also exports: instantiated from the same headers.
+  const std::string plus = "_ZStplIcSt11char_traitsIcESaIcEENSt7__cxx1112basic_stringIT_T0_T1_EEPKS5_RKS8_";
+  CHECK_FALSE(refused(plus, 'W', {plus}));
+  // nvcc gives anonymous namespaces a unique name with external linkage.
+  CHECK_FALSE(refused("_ZN46_GLOBAL__N__097a5f96a_7_fake_cu_d63f9751_6helperEv", 'T'));
+  // Locals are nobody else's business.
+  CHECK_FALSE(refused("_ZN12_GLOBAL__N_16helperEv", 't'));
+  CHECK_FALSE(refused("helper_table", 'd'));
+}
+
+TEST_CASE("what a student object may not define", "[objcheck]") {
+  // C symbols: libc, the CUDA runtime, cuBLAS (symbol interposition).
+  CHECK(refused("malloc", 'T'));
+  CHECK(refused("clock_gettime", 'T'));
+  CHECK(refused("cudaEventElapsedTime", 'T'));
+  auto cublas = check_one("cublasSgemm_v2", 'T', {"cublasSgemm_v2"});
+  REQUIRE(cublas.size() == 1);
+  CHECK_THAT(cublas[0].reason, ContainsSubstring("symbol interposition"));
+  CHECK(refused("cublasSgemm_v2", 'W'));  // weak is no better: it still takes the library's place
+  // The gates' own code, strong or weak.
+  CHECK(refused("_ZN6labkit6report6metricESt17basic_string_viewIcSt11char_traitsIcEEdS3_", 'T'));
+  CHECK(refused("_ZN6labkit6report6metricESt17basic_string_viewIcSt11char_traitsIcEEdS3_", 'W'));
+  CHECK(refused("_ZN6labkit4gate9thresholdERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE", 'W'));
+  CHECK(refused("_ZN5Catch11ResultBuilder5reactEv", 'T'));
+  // A non-template function of the C++ library (steady_clock::now), strong or weak.
+  const std::string now = "_ZNSt6chrono3_V212steady_clock3nowEv";
+  CHECK(refused(now, 'T'));
+  CHECK(refused(now, 'W', {now}));
+  // A global-scope helper, and another lab's namespace.
+  auto helper = check_one("_Z6helperi", 'T');
+  REQUIRE(helper.size() == 1);
+  CHECK_THAT(helper[0].reason, ContainsSubstring("anonymous namespace"));
+  CHECK(refused("_ZN5lab014stepEv", 'T'));
+}
+
+TEST_CASE("a kernel at global scope is the student's own", "[objcheck]") {
+  ObjPolicy p;
+  p.lab_namespace = "lab42";
+  // nvcc: the host stub `_Z6kernelPf` calls `__device_stub__Z6kernelPf`.
+  std::vector<ObjSymbol> syms = {{"_Z6kernelPf", 'T'}, {"_Z25__device_stub__Z6kernelPfPf", 'T'}};
+  CHECK(check_symbols(syms, p).empty());
+}
+
+TEST_CASE("what a student object may not use", "[objcheck]") {
+  for (const char* name : {"dlopen", "dlsym", "dlvsym", "mprotect", "pkey_mprotect", "ptrace", "process_vm_writev",
+                           "syscall", "setenv", "putenv", "unsetenv", "clearenv", "environ", "__environ", "fork",
+                           "vfork", "execve", "execvp", "posix_spawn", "posix_spawnp", "system", "popen",
+                           "cuptiActivityEnable", "cuGetProcAddress_v2", "cudaGetDriverEntryPointByVersion",
+                           "dlsym@GLIBC_2.2.5"}) {
+    INFO(name);
+    auto f = check_one(name, 'U');
+    REQUIRE(f.size() == 1);
+    CHECK_THAT(f[0].reason, ContainsSubstring("uses `"));
+  }
+  CHECK(refused("_ZN6labkit6report6metricESt17basic_string_viewIcSt11char_traitsIcEEdS3_", 'U'));
+  CHECK(refused("_ZN6labkit6detail9gate_infoEv", 'U'));
+  CHECK(refused("_ZN6labkit4gate4seedESt17basic_string_viewIcSt11char_traitsIcEE", 'U'));
+  CHECK(refused("_ZN5Catch7Session3runEv", 'U'));
+  // What every step uses.
+  for (const char* name : {"memcpy", "malloc", "cudaMalloc", "cudaLaunchKernel", "cublasSgemm_v2", "getenv",
+                           "_ZN6labkit14NotImplementedC1ERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"}) {
+    INFO(name);
+    CHECK(check_one(name, 'U').empty());
+  }
+}
+
+TEST_CASE("raw system calls in the disassembly", "[objcheck]") {
+  const std::string dis =
+      "0000000000000000 <_ZN5lab423addEii>:\n"
+      "   0:\t48 c7 c0 27 00 00 00 \tmov    $0x27,%rax\n"
+      "   7:\t0f 05                \tsyscall\n"
+      "   9:\tc3                   \tret\n"
+      "0000000000000010 <_ZN5lab423subEii>:\n"
+      "  10:\tcd 80                \tint    $0x80\n"
+      "0000000000000020 <_ZN5lab423mulEii>:\n"
+      "  20:\te8 00 00 00 00       \tcall   25 <syscall_wrapper>\n"
+      "  25:\tc3                   \tret\n";
+  auto f = find_raw_syscalls(dis);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].symbol == "lab42::add(int, int)");
+  CHECK_THAT(f[0].reason, ContainsSubstring("syscall"));
+  CHECK(f[1].symbol == "lab42::sub(int, int)");
+  CHECK_THAT(describe_refusal("x.cu", f), ContainsSubstring("refused: student/x.cu"));
+}
+
+TEST_CASE("an object compiled here: nm and objdump as the grader runs them", "[objcheck]") {
+  auto cxx = find_program("c++"), nm = find_program("nm"), objdump = find_program("objdump");
+  if (!cxx || !nm || !objdump) SKIP("needs c++, nm and objdump");
+  test::TempDir dir("objcheck");
+  auto compile = [&](const std::string& name, const std::string& code) {
+    write_file_atomic(dir.path / (name + ".cpp"), code);
+    fs::path obj = dir.path / (name + ".o");
+    auto r = run_command({cxx->string(), "-std=c++17", "-O1", "-c", (dir.path / (name + ".cpp")).string(), "-o",
+                          obj.string()},
+                         120);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    ObjPolicy p;
+    p.lab_namespace = "lab42";
+    auto f = check_symbols(parse_nm_posix(run_command({nm->string(), "-P", obj.string()}).output), p);
+    auto raw = find_raw_syscalls(run_command({objdump->string(), "-d", obj.string()}).output);
+    f.insert(f.end(), raw.begin(), raw.end());
+    return f;
+  };
+  auto clean = compile("clean", R"(
+    #include <string>
+    #include <vector>
+    namespace { int helper(int x) { return 2 * x; } }
+    namespace lab42 {
+    std::vector<std::string> names(int n) {
+      std::vector<std::string> v;
+      for (int i = 0; i < n; ++i) v.push_back("x" + std::to_string(helper(i)));
+      return v;
+    }
+    }  // namespace lab42
+  )");
+  for (const auto& f : clean) UNSCOPED_INFO(f.symbol << ": " << f.reason);
+  CHECK(clean.empty());
+
+  auto bad = compile("bad", R"(
+    #include <cstdlib>
+    #include <ctime>
+    extern "C" int clock_gettime(clockid_t, struct timespec* ts) { ts->tv_sec = 0; ts->tv_nsec = 0; return 0; }
+    namespace { const int force = setenv("LABKIT_SANITIZER", "1", 1); }
+    namespace lab42 {
+    long pid() { long r = 39; asm volatile("syscall" : "+a"(r) : : "rcx", "r11", "memory"); return r + force; }
+    }  // namespace lab42
+  )");
+  std::string all;
+  for (const auto& f : bad) all += f.symbol + ": " + f.reason + "\n";
+  INFO(all);
+  CHECK_THAT(all, ContainsSubstring("clock_gettime: defines the C symbol"));
+  CHECK_THAT(all, ContainsSubstring("setenv: uses `setenv`"));
+  CHECK_THAT(all, ContainsSubstring("lab42::pid(): contains a raw `syscall`"));
+}
