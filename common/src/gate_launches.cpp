@@ -12,18 +12,18 @@ void own_kernels(std::string_view step, const std::function<void()>& call) {
   if (launches::Recorder::active()) return call();  // an enclosing scope records this call already
   launches::Recorder recorder;
   if (!recorder.available()) {
-    if (under_sanitizer()) {
-      // compute-sanitizer holds the tools interface that CUPTI needs; the normal graded run checks the kernels.
+    // CUPTI serves one tool at a time: under compute-sanitizer, ncu or nsys the recorder cannot start. A run by
+    // hand (no result channel) goes on without the check; a graded run fails, since a check that switches itself
+    // off is no check (the grader never runs the gates under a profiler).
+    if (under_sanitizer() || !report::detail::is_open()) {
       static bool said = false;
-      if (!said) std::cout << "  [sanitizer] the check that steps run their own kernels is left out: "
-                           << recorder.reason() << std::endl;
+      if (!said)
+        std::cout << "  [launches] not checking that steps run only their own kernels: " << recorder.reason()
+                  << " (a profiler or compute-sanitizer holds CUPTI; graded runs check it)" << std::endl;
       said = true;
       return call();
     }
-    FAIL("cannot record which kernels " << step << " runs (" << recorder.reason()
-                                        << "); a profiler attached to the gate binary blocks it: profile the bench "
-                                           "binary instead\n  "
-                                        << reproduce_hint());
+    FAIL("cannot record which kernels " << step << " runs (" << recorder.reason() << ")\n  " << reproduce_hint());
   }
   call();
   const std::vector<launches::Kernel> ran = recorder.stop();

@@ -113,7 +113,8 @@ namespace labkit::gate {
 // kernel ran that the step may not use: the rubric entry of the current gate lists the libraries it allows
 // (allow_libraries). `step` names the step in the message ("step 5 (tuned)"). Waits for the device after the
 // call. Exceptions of `call` (NotImplemented, invalid_argument) pass through unchanged.
-// Where CUPTI cannot record: under compute-sanitizer (LABKIT_SANITIZER) the check is left out with one console
-// line; otherwise the gate fails with CUPTI's reason (a check that silently switches off is no check).
+// Where CUPTI cannot record (compute-sanitizer, ncu or nsys already hold it): under LABKIT_SANITIZER, or in a run by
+// hand without a result channel, the check is left out with one console line; in a graded run the gate fails with
+// CUPTI's reason (a check that silently switches off is no check).
 void own_kernels(std::string_view step, const std::function<void()>& call);
 }  // namespace labkit::gate

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "labkit/gate.h"
+#include "labkit/launches.h"
 #include "labkit/guard.h"
 #include "labkit/random.h"
 #include "labkit/reference.h"
@@ -122,7 +123,8 @@ struct Inputs {
   }
   std::vector<float> run_step(Step step) {
     dout.poison();  // before EVERY run: an element this run skips shows up as never written
-    run(step, s.rows, s.cols, din.data(), dout.data());
+    // Only the step's own kernels may run (labkit/launches.h); the timed repetitions call run() unrecorded.
+    labkit::gate::own_kernels(kStepName[int(step)], [&] { run(step, s.rows, s.cols, din.data(), dout.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
     return dout.download();
   }
@@ -160,7 +162,7 @@ void check_speed(Step baseline, Step candidate, int n = 8192) {
   labkit::fill_random_device(din.data(), count, seed);
   auto verify = [&](Step step) {
     dout.poison();
-    run(step, n, n, din.data(), dout.data());
+    labkit::gate::own_kernels(kStepName[int(step)], [&] { run(step, n, n, din.data(), dout.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());
     const auto out = dout.download();
     std::vector<std::pair<std::size_t, double>> samples;

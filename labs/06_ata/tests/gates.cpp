@@ -16,6 +16,7 @@
 #include "ata.h"
 #include "labkit/cublas.h"
 #include "labkit/gate.h"
+#include "labkit/launches.h"
 #include "labkit/guard.h"
 #include "labkit/random.h"
 #include "labkit/ref_ata.h"
@@ -105,7 +106,8 @@ struct Inputs {
   }
   std::vector<double> run_step(Step step) {
     dC.poison();  // every element must be written by the call itself
-    run(step, s.M, s.N, dA.data(), dC.data());
+    // Only the step's own kernels may run (step 1: cuBLAS too, rubric allow_libraries); timed calls: run().
+    labkit::gate::own_kernels(name(step), [&] { run(step, s.M, s.N, dA.data(), dC.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
     return dC.download();
   }
@@ -272,7 +274,7 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
   labkit::fill_random_device(dA.data(), dA.size(), labkit::gate::seed("A speed " + str(s)));
   {
     dC.poison();
-    run(candidate, M, N, dA.data(), dC.data());
+    labkit::gate::own_kernels(name(candidate), [&] { run(candidate, M, N, dA.data(), dC.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());
     const auto out = dC.download();
     auto g = dC.check_guards();
