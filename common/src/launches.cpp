@@ -261,6 +261,9 @@ const std::string& setup() {
   static const std::string error = []() -> std::string {
     if (!has_device()) return "no CUDA device";
     if (cudaFree(nullptr) != cudaSuccess) return "no CUDA context";
+    // The first backtrace() loads libgcc_s: do it here, not inside a driver call (the launch callback).
+    void* frame[1];
+    backtrace(frame, 1);
     CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
     if (r != CUPTI_SUCCESS) return cupti_error("cuptiActivityRegisterCallbacks", r);
     r = cuptiSubscribe(&g_subscriber, on_launch, nullptr);
