@@ -152,8 +152,8 @@ function(labkit_add_lab)
   _labkit_json_list(libs_json
     $<TARGET_FILE:labkit_gates_main> $<TARGET_FILE:labkit_gates> $<TARGET_FILE:labkit>
     $<TARGET_LINKER_FILE:Catch2::Catch2> ${lib_files} $<TARGET_FILE:CUDA::cublas> $<TARGET_FILE:CUDA::cusparse>
-    $<TARGET_FILE:CUDA::cudart>
-    -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -lpthread -ldl -lrt)
+    $<TARGET_FILE:CUDA::cupti> $<TARGET_FILE:CUDA::cudart>
+    -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,$<TARGET_FILE_DIR:CUDA::cupti> -lpthread -ldl -lrt)
   file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/grading/lab${id}.json CONTENT
 "{
   \"lab\": \"${id}\",

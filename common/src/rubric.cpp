@@ -76,6 +76,10 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
       for (auto& l : *libs) {
         auto name = l.value<std::string>();
         if (!name) fail(source, where(node) + ": gate `" + gate.id + "`: allow_libraries takes strings");
+        // A misspelt name would silently allow nothing and fail a healthy step: refuse it here.
+        if (*name != "cublas" && *name != "cusparse" && *name != "cub" && *name != "thrust")
+          fail(source, where(node) + ": gate `" + gate.id + "`: allow_libraries: unknown library `" + *name +
+                           "` (cublas, cusparse, cub or thrust)");
         gate.allow_libraries.push_back(*name);
       }
     gate.hidden = (*g)["hidden"].value_or(false);

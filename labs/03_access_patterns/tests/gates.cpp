@@ -16,6 +16,7 @@
 #include "access_patterns.h"
 #include "rowmajor_baseline.h"
 #include "labkit/gate.h"
+#include "labkit/launches.h"
 #include "labkit/guard.h"
 #include "labkit/random.h"
 #include "labkit/reference.h"
@@ -48,7 +49,8 @@ void check_offset(std::size_t n, int offset) {
   din.upload(in);
   auto run_once = [&] {
     dout.poison();
-    lab03::copy_offset(n, offset, din.data(), dout.data());
+    // Only the step's own kernels may run (labkit/launches.h), here and at every call the gates check.
+    labkit::gate::own_kernels("step 1 (copy_offset)", [&] { lab03::copy_offset(n, offset, din.data(), dout.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());
     return dout.download();
   };
@@ -83,7 +85,8 @@ void check_strided(std::size_t n, int stride) {
   din.upload(in);
   auto run_once = [&] {
     dout.poison();
-    lab03::copy_strided(n, stride, din.data(), dout.data());
+    labkit::gate::own_kernels("step 2 (copy_strided)",
+                              [&] { lab03::copy_strided(n, stride, din.data(), dout.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());
     return dout.download();
   };
@@ -131,7 +134,8 @@ void check_transpose(const Shape& s) {
   din.upload(in);
   auto run_once = [&] {
     dout.poison();
-    lab03::transpose_diagonal(s.rows, s.cols, din.data(), dout.data());
+    labkit::gate::own_kernels("step 3 (transpose_diagonal)",
+                              [&] { lab03::transpose_diagonal(s.rows, s.cols, din.data(), dout.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());
     return dout.download();
   };
@@ -174,7 +178,7 @@ void check_output(const char* name, const char* when, int n, std::uint64_t seed,
 void verify_large(const char* name, void (*fn)(int, int, const float*, float*), int n, std::uint64_t seed,
                   const float* din, labkit::GuardedBuffer<float>& dout) {
   dout.poison();
-  fn(n, n, din, dout.data());
+  labkit::gate::own_kernels(name, [&] { fn(n, n, din, dout.data()); });  // untimed: the launch recorder sees it
   check_output(name, "at the timed size", n, seed, dout);
 }
 

@@ -20,6 +20,7 @@
 
 #include "bitonic_sort.h"
 #include "labkit/gate.h"
+#include "labkit/launches.h"
 #include "labkit/guard.h"
 #include "labkit/random.h"
 #include "labkit/ref_sort.h"
@@ -51,6 +52,12 @@ void run_keys(Step s, float* keys, std::size_t n, Order o) {
     case Step::pairs: break;
   }
   throw std::logic_error("run_keys: not a keys-only step");
+}
+
+// The calls the correctness gates and the untimed verification make: a step's sort must be its own kernels, not
+// thrust::sort or a CUB radix sort (labkit/launches.h). The timed repetitions call run_keys() unrecorded.
+void run_keys_checked(Step s, float* keys, std::size_t n, Order o) {
+  labkit::gate::own_kernels(kStepName[int(s)], [&] { run_keys(s, keys, n, o); });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -245,14 +252,14 @@ void check_keys_case(Step s, std::size_t n, Pattern p, Order o) {
   const std::vector<float> in = make_keys(p, n, input_seed(n, p, o));
   labkit::GuardedBuffer<float> d(n, "keys");
   d.upload(in);
-  run_keys(s, d.data(), n, o);
+  run_keys_checked(s, d.data(), n, o);
   LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
   require_guards(d.check_guards(), ctx);
   const std::vector<float> out = d.download();
   labkit::gate::require(check_sort(out, in, o), ctx);
   // A bitonic network is deterministic: a second run must give the same bits (NaN payloads included).
   d.upload(in);
-  run_keys(s, d.data(), n, o);
+  run_keys_checked(s, d.data(), n, o);
   LABKIT_CUDA(cudaDeviceSynchronize());
   labkit::CheckOptions opt;
   opt.name = "keys";
@@ -269,7 +276,7 @@ void check_pairs_case(std::size_t n, Pattern p, Order o) {
   auto run_once = [&] {
     dk.upload(in);
     dv.upload(idx);
-    lab04::sort_pairs(dk.data(), dv.data(), n, o);
+    labkit::gate::own_kernels(kStepName[int(Step::pairs)], [&] { lab04::sort_pairs(dk.data(), dv.data(), n, o); });
     LABKIT_CUDA(cudaDeviceSynchronize());
   };
   run_once();
@@ -380,7 +387,7 @@ void check_speed(Step candidate, const char* baseline_name, const std::function<
   {  // a fast wrong sort earns nothing (and fails here with the full diagnosis rather than after the timing)
     const std::vector<float> in = labkit::random_floats(n, speed_seed(-1), -1.f, 1.f);
     work.upload(in);
-    run_keys(candidate, work.data(), n, Order::ascending);
+    run_keys_checked(candidate, work.data(), n, Order::ascending);
     LABKIT_CUDA(cudaDeviceSynchronize());
     require_guards(work.check_guards(), ctx);
     labkit::gate::require(check_sort(work.download(), in, Order::ascending), ctx);

@@ -20,6 +20,7 @@
 #include "labkit/cublas.h"
 #include "labkit/gate.h"
 #include "labkit/guard.h"
+#include "labkit/launches.h"
 #include "labkit/random.h"
 #include "labkit/ref_saxpy.h"
 #include "labkit/reference.h"
@@ -49,6 +50,12 @@ void run(Saxpy s, std::size_t n, float a, const float* x, float* y) {
     case Saxpy::lambda: return lab05::saxpy_thrust_lambda(n, a, x, y);
     case Saxpy::cublas: return lab05::saxpy_cublas(cublas(), n, a, x, y);
   }
+}
+
+// A call the correctness gates and the untimed verification make: only the kernels the rubric's allow_libraries
+// admits for the current gate may run (step 1: yours only; steps 2-3: Thrust; step 4: cuBLAS). Timed: run().
+void run_checked(Saxpy s, std::size_t n, float a, const float* x, float* y) {
+  labkit::gate::own_kernels(kStepName[int(s)], [&] { run(s, n, a, x, y); });
 }
 
 // Host copy of labkit::fill_random_device (the same counter-based generator), over all cores.
@@ -227,14 +234,14 @@ std::vector<float> tail(const std::vector<float>& full, std::size_t off) {
 // One saxpy step on one case: value, IEEE specials, untouched memory, repeatability.
 void check_saxpy_case(Saxpy step, SaxpyCase& c) {
   const std::string ctx = std::string(kStepName[int(step)]) + ", " + c.label + ", a=" + std::to_string(c.a);
-  run(step, c.n, c.a, c.xd(), c.yd());
+  run_checked(step, c.n, c.a, c.xd(), c.yd());
   LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
   const auto yf = c.y_full();
   check_untouched(c, yf, ctx);
   const auto out = tail(yf, c.offy);
   labkit::gate::require(check_saxpy(out, c.a, c.x, c.y0), ctx);
   c.reset_y();
-  run(step, c.n, c.a, c.xd(), c.yd());
+  run_checked(step, c.n, c.a, c.xd(), c.yd());
   LABKIT_CUDA(cudaDeviceSynchronize());
   labkit::CheckOptions opt;
   opt.name = "y";
@@ -244,8 +251,8 @@ void check_saxpy_case(Saxpy step, SaxpyCase& c) {
 // n == 0 must be a no-op, with real pointers (nothing written: guards and contents intact) and with null ones.
 void check_empty(Saxpy step) {
   SaxpyCase c(0, false);
-  run(step, 0, c.a, c.xd(), c.yd());
-  run(step, 0, c.a, nullptr, nullptr);
+  run_checked(step, 0, c.a, c.xd(), c.yd());
+  run_checked(step, 0, c.a, nullptr, nullptr);
   LABKIT_CUDA(cudaDeviceSynchronize());
   check_untouched(c, c.y_full(), std::string(kStepName[int(step)]) + ", n=0");
 }
@@ -293,7 +300,7 @@ void check_saxpy_speed(Saxpy step) {
   const std::size_t n = kTimed;
   SaxpyCase c(n, false);
   {
-    run(step, n, c.a, c.xd(), c.yd());
+    run_checked(step, n, c.a, c.xd(), c.yd());
     LABKIT_CUDA(cudaDeviceSynchronize());
     labkit::gate::require(check_saxpy(c.dy.download(), c.a, c.x, c.y0),
                           std::string(kStepName[int(step)]) + " at the timed size " + size_str(n));
@@ -344,7 +351,8 @@ const std::vector<std::pair<NormFn, const char*>> kNormVersions = {{lab05::saxpy
 
 void check_norm_case(NormFn fn, const char* name, SaxpyCase& c) {
   const std::string ctx = std::string("step 5 (") + name + "), " + c.label;
-  const double norm = fn(c.n, c.a, c.xd(), c.yd());
+  double norm = 0;
+  labkit::gate::own_kernels(ctx, [&] { norm = fn(c.n, c.a, c.xd(), c.yd()); });  // Thrust allowed, not cuBLAS
   LABKIT_CUDA(cudaDeviceSynchronize());
   const auto yf = c.y_full();
   check_untouched(c, yf, ctx);
@@ -454,7 +462,7 @@ TEST_CASE("step6.correct", "[lab05][step6][correctness]") {
       SaxpyCase c(n, specials);  // only its host arrays are used
       std::vector<float> y = c.y0;
       const std::string ctx = "step 6 (saxpy_device_vector), " + c.label;
-      lab05::saxpy_device_vector(c.a, c.x, y);
+      labkit::gate::own_kernels(ctx, [&] { lab05::saxpy_device_vector(c.a, c.x, y); });
       LABKIT_CUDA(cudaDeviceSynchronize());
       labkit::gate::require(check_saxpy(y, c.a, c.x, c.y0), ctx);
       std::vector<float> again = c.y0;
@@ -481,7 +489,8 @@ TEST_CASE("step6.correct", "[lab05][step6][correctness]") {
     const auto v = with_nonfinite(n, labkit::gate::seed("nonfinite " + size_str(n)), &expected);
     labkit::GuardedBuffer<float> d(n, "x");
     d.upload(v);
-    const std::size_t got = lab05::count_nonfinite(d.data(), n);
+    std::size_t got = 0;
+    labkit::gate::own_kernels(ctx, [&] { got = lab05::count_nonfinite(d.data(), n); });
     LABKIT_CUDA(cudaDeviceSynchronize());
     auto g = d.check_guards();
     if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
@@ -503,7 +512,7 @@ TEST_CASE("step7.correct", "[lab05][step7][correctness]") {
     const float lo = -3.5f, hi = 7.25f;
     labkit::GuardedBuffer<float> out(n, "out");
     out.poison();
-    lab05::fill_uniform(out.data(), n, seed, lo, hi);
+    labkit::gate::own_kernels(ctx, [&] { lab05::fill_uniform(out.data(), n, seed, lo, hi); });
     LABKIT_CUDA(cudaDeviceSynchronize());
     auto g = out.check_guards();
     if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
@@ -592,7 +601,8 @@ TEST_CASE("step5.speed", "[lab05][step5][speed]") {
   for (auto [fn, name] : kNormVersions) {
     const std::string ctx = std::string("step 5 (") + name + ") at the timed size " + size_str(n);
     c.reset_y();
-    const double norm = fn(n, c.a, c.xd(), c.yd());
+    double norm = 0;
+    labkit::gate::own_kernels(ctx, [&] { norm = fn(n, c.a, c.xd(), c.yd()); });
     LABKIT_CUDA(cudaDeviceSynchronize());
     const auto y = c.dy.download();
     labkit::gate::require(check_saxpy(y, c.a, c.x, c.y0), ctx);

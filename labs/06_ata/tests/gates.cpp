@@ -20,6 +20,7 @@
 #include "naive_ata.h"
 #include "labkit/cublas.h"
 #include "labkit/gate.h"
+#include "labkit/launches.h"
 #include "labkit/guard.h"
 #include "labkit/random.h"
 #include "labkit/ref_ata.h"
@@ -109,7 +110,8 @@ struct Inputs {
   }
   std::vector<double> run_step(Step step) {
     dC.poison();  // every element must be written by the call itself
-    run(step, s.M, s.N, dA.data(), dC.data());
+    // Only the step's own kernels may run (step 1: cuBLAS too, rubric allow_libraries); timed calls: run().
+    labkit::gate::own_kernels(name(step), [&] { run(step, s.M, s.N, dA.data(), dC.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
     return dC.download();
   }
@@ -308,7 +310,7 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
   {  // a fast wrong kernel earns nothing (checked here first for an early, clear diagnosis)
     labkit::fill_random_device(dA.data(), dA.size(), speed_seed(s, -1));
     dC.poison();
-    run(candidate, M, N, dA.data(), dC.data());
+    labkit::gate::own_kernels(name(candidate), [&] { run(candidate, M, N, dA.data(), dC.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());
     require_matches_dgemm(candidate, s, dA, dC, ctx);
   }

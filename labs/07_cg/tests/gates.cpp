@@ -25,6 +25,7 @@
 #include "labkit/cublas.h"
 #include "labkit/cusparse.h"
 #include "labkit/gate.h"
+#include "labkit/launches.h"
 #include "labkit/guard.h"
 #include "labkit/mmio.h"
 #include "labkit/random.h"
@@ -129,7 +130,9 @@ void check_dot(DotKind kind, int n, int bps) {
   auto once = [&] {
     partials.poison();
     result.poison();
-    run_dot(kind, n, x.data(), y.data(), partials.data(), result.data(), bps);
+    // Only the step's own kernels may run (labkit/launches.h); the cuSPARSE/cuBLAS baselines run outside.
+    labkit::gate::own_kernels(name(kind),
+                              [&] { run_dot(kind, n, x.data(), y.data(), partials.data(), result.data(), bps); });
     sync();
     return result.download();
   };
@@ -187,8 +190,10 @@ void check_axpy_xpby(int n) {
                             ", " + sz + ", a = " + std::to_string(a);
     auto once = [&] {
       y.upload(hy);
-      if (which == 0) lab07::axpy(n, a, x.data(), y.data());
-      else lab07::xpby(n, x.data(), a, y.data());
+      labkit::gate::own_kernels(ctx, [&] {
+        if (which == 0) lab07::axpy(n, a, x.data(), y.data());
+        else lab07::xpby(n, x.data(), a, y.data());
+      });
       sync();
       return y.download();
     };
@@ -241,7 +246,9 @@ void check_update_xr(int n, int bps) {
     r.upload(hr0);
     partials.poison();
     rr.poison();
-    lab07::update_xr(n, alpha, p.data(), Ap.data(), x.data(), r.data(), partials.data(), rr.data(), bps);
+    labkit::gate::own_kernels("step 2 (update_xr)", [&] {
+      lab07::update_xr(n, alpha, p.data(), Ap.data(), x.data(), r.data(), partials.data(), rr.data(), bps);
+    });
     sync();
     return Out{x.download(), r.download(), rr.download()};
   };
@@ -318,7 +325,7 @@ void check_spmv(SpmvKind kind, const DevCsr& A, const std::string& label) {
   labkit::GuardedBuffer<double> y(std::size_t(A.host.rows), "y");
   auto once = [&] {
     y.poison();
-    run_spmv(kind, A.view(), x.data(), y.data());
+    labkit::gate::own_kernels(name(kind), [&] { run_spmv(kind, A.view(), x.data(), y.data()); });
     sync();
     return y.download();
   };
@@ -395,7 +402,8 @@ void check_solve(Solver s, const Problem& pr) {
   auto once = [&] {
     x.poison();
     seen.clear();
-    const auto res = solve(s, A.view(), b.data(), x.data(), opt);
+    lab07::CgResult res;
+    labkit::gate::own_kernels(name(s), [&] { res = solve(s, A.view(), b.data(), x.data(), opt); });
     sync();
     return res;
   };
@@ -742,7 +750,8 @@ void check_solver_at_size(Solver s, const DevCsr& A, const labkit::DeviceBuffer<
   lab07::CgOptions o;
   o.rel_tol = 0;
   o.max_iter = iters;
-  const auto res = solve(s, A.view(), b.data(), x.data(), o);
+  lab07::CgResult res;
+  labkit::gate::own_kernels(name(s), [&] { res = solve(s, A.view(), b.data(), x.data(), o); });
   sync();
   const std::string ctx = std::string(name(s)) + " at the timed size (" + describe(A.host) + "), " +
                           std::to_string(iters) + " iterations";

@@ -1,0 +1,120 @@
+// Which kernels a student's step actually ran, and whether each was compiled from the student's source.
+//
+// A step that the lab says is a kernel of the student's own must not earn points for work done by cuBLAS,
+// cuSPARSE, Thrust or CUB. The gates wrap each call of a step in a scope (labkit::gate::own_kernels below) that
+// records every kernel that ran during the call and refuses the step when one of them came from a library the
+// gate's rubric entry does not list in `allow_libraries`.
+//
+// How a kernel is classified (classify()):
+//   - its demangled name lies in the cub:: or thrust:: namespace -> library "cub" / "thrust". CUB and Thrust are
+//     header-only: their kernels are compiled into the student's own object, so only the name tells them apart.
+//   - it was launched while a frame of libcublas / libcublasLt / libcusparse was on the launching thread's stack
+//     -> library "cublas" / "cusparse" (the library called the launch API).
+//   - its mangled name is not a function symbol of the gate binary (every __global__ function compiled into the
+//     binary has a host stub of the same mangled name) -> a library kernel of unknown origin ("library"), e.g. a
+//     cuBLAS kernel replayed from a CUDA graph the student captured. Never allowed.
+//   - otherwise -> the binary's own. That includes kernels of the gate itself (labkit's poison fills, a baseline
+//     kernel compiled into a gate): the gates launch those outside the scope, and a student step that managed to
+//     call one would gain nothing the gate does not already check (fills do no work a step could claim; library
+//     baselines are caught by the rules above).
+//
+// Why the activity API (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) decides which kernels ran: a record is written for
+// every kernel the device executes, whatever launched it (<<<>>>, cudaLaunchKernelEx, cuLaunchKernel(Ex), a
+// cooperative launch, a kernel node of a CUDA graph, a library's internal launch). Launch-API callbacks alone
+// miss the kernels inside a graph launched as a whole. The callbacks on the launch APIs are used only to learn
+// which library made a launch (the records carry no caller); they are matched to records by correlation id.
+//
+// Cost: recording is on only inside a scope. The gates open scopes around the correctness calls and the untimed
+// verification call of the speed gates, never around timed repetitions.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+namespace labkit::launches {
+
+// One kernel that ran inside a scope.
+struct Kernel {
+  std::string name;           // as CUPTI reports it: the mangled name (extern "C" kernels: the plain name)
+  std::string launched_from;  // library whose code made the launch call ("cublas", "cusparse"), "" if none seen
+};
+
+// The functions defined in a binary (its ELF .symtab, or .dynsym when stripped), compared by demangled name: the
+// host stub of a kernel with internal linkage (static, anonymous namespace) is mangled with an `L` that the
+// device-side name, which CUPTI reports, lacks (_ZL13static_kernelPf on the host, _Z13static_kernelPf on the
+// device); both demangle to static_kernel(float*).
+class Symbols {
+ public:
+  Symbols() = default;
+  explicit Symbols(const std::vector<std::string>& mangled_names);
+  bool contains(const std::string& mangled_name) const;
+  std::size_t size() const { return names_.size(); }
+
+ private:
+  std::unordered_set<std::string> names_;
+};
+// Reads the function symbols of an ELF file; throws std::runtime_error naming the file if it cannot.
+Symbols read_function_symbols(const std::string& elf_path);
+// The running binary's own function symbols (read once from /proc/self/exe).
+const Symbols& own_symbols();
+
+// abi::__cxa_demangle for names that start with _Z; any other name unchanged (extern "C" kernels).
+std::string demangle(const std::string& mangled);
+// "cub" or "thrust" when the kernel's own qualified name (not its template arguments) lies in that namespace.
+std::string header_library(const std::string& mangled);
+// "cublas" for libcublas.so*/libcublasLt.so*, "cusparse" for libcusparse.so*, "" otherwise (a path or a file name).
+std::string library_of_file(std::string_view path);
+
+struct Origin {
+  std::string library;  // "" = compiled into the binary; else cub, thrust, cublas, cusparse or "library" (unknown)
+  bool own() const { return library.empty(); }
+};
+Origin classify(const Kernel& k, const Symbols& own);
+
+// The first kernel that the step may not run, as a message for the gate's failure; "" when every kernel is
+// allowed. `allowed` holds rubric names (cublas, cusparse, cub, thrust); "cublas" also covers cuBLASLt, "thrust"
+// also covers CUB (Thrust's algorithms run CUB's kernels). A step that allows cublas or cusparse also accepts a
+// kernel of unknown library origin (see refusal() in launches.cpp).
+//   step 5 (tuned) ran a kernel of cuBLAS (sm90_xmma_gemm_f32f32_...): this step must be your own kernel
+std::string refusal(std::string_view step, const std::vector<Kernel>& ran, const std::vector<std::string>& allowed,
+                    const Symbols& own);
+
+// The display name of a rubric library name ("cublas" -> "cuBLAS").
+std::string library_title(std::string_view library);
+
+// Records the kernels that run between construction and stop() (or destruction). One at a time per process.
+// available() is false where CUPTI cannot start (no device, a profiler or compute-sanitizer already holds the
+// tools interface); reason() says why.
+class Recorder {
+ public:
+  Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+  ~Recorder();
+  // Waits for the device, delivers the records and stops recording; returns the kernels in the order they ran.
+  std::vector<Kernel> stop();
+  bool available() const { return available_; }
+  const std::string& reason() const { return reason_; }
+  // True while a recorder records (a scope inside another one does not start a second).
+  static bool active();
+
+ private:
+  bool available_ = false, stopped_ = false;
+  std::string reason_;
+};
+
+}  // namespace labkit::launches
+
+namespace labkit::gate {
+// Runs `call` (one call of a student's step) with the launch recorder on, then fails the current gate when a
+// kernel ran that the step may not use: the rubric entry of the current gate lists the libraries it allows
+// (allow_libraries). `step` names the step in the message ("step 5 (tuned)"). Waits for the device after the
+// call. Exceptions of `call` (NotImplemented, invalid_argument) pass through unchanged.
+// Where CUPTI cannot record (compute-sanitizer, ncu or nsys already hold it): under LABKIT_SANITIZER, or in a run by
+// hand without a result channel, the check is left out with one console line; in a graded run the gate fails with
+// CUPTI's reason (a check that silently switches off is no check).
+void own_kernels(std::string_view step, const std::function<void()>& call);
+}  // namespace labkit::gate

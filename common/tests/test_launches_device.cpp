@@ -1,0 +1,100 @@
+// The launch recorder on a GPU: what CUPTI reports for a kernel compiled into this binary (labkit's random fill),
+// for cuBLAS called directly, and for cuBLAS replayed from a captured CUDA graph. Skipped without a device; on a
+// GPU machine these are the checks that the classification rules hold on the real driver (tags [gpu]).
+#include <catch2/catch_test_macros.hpp>
+#include <sstream>
+
+#include "labkit/buffer.h"
+#include "labkit/check.h"
+#include "labkit/cublas.h"
+#include "labkit/device.h"
+#include "labkit/launches.h"
+#include "labkit/random.h"
+
+namespace {
+using labkit::launches::Kernel;
+using labkit::launches::Recorder;
+
+std::string listing(const std::vector<Kernel>& ran) {
+  std::ostringstream os;
+  for (const Kernel& k : ran)
+    os << "\n  " << labkit::launches::demangle(k.name) << " [launched from: "
+       << (k.launched_from.empty() ? "-" : k.launched_from) << ", class: "
+       << labkit::launches::classify(k, labkit::launches::own_symbols()).library << "]";
+  return os.str();
+}
+
+void sgemm(cublasHandle_t h, int n, const float* A, const float* B, float* C) {
+  const float one = 1.f;
+  LABKIT_CUBLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, n, B, n, &one, C, n));
+}
+}  // namespace
+
+TEST_CASE("the recorder sees a kernel of this binary as its own", "[gpu][launches]") {
+  if (!labkit::has_device()) SKIP(labkit::no_device_reason());
+  labkit::DeviceBuffer<float> v(1 << 20);
+  Recorder rec;
+  REQUIRE(rec.available());
+  CHECK(Recorder::active());
+  labkit::fill_random_device(v.data(), v.size(), 7);
+  const auto ran = rec.stop();
+  CHECK_FALSE(Recorder::active());
+  INFO("kernels:" << listing(ran));
+  REQUIRE(!ran.empty());
+  CHECK(labkit::launches::refusal("fill", ran, {}, labkit::launches::own_symbols()).empty());
+  // Nothing is recorded after stop(): the speed gates' timed calls run outside any recorder.
+  labkit::fill_random_device(v.data(), v.size(), 8);
+  Recorder again;
+  CHECK(again.stop().empty());
+}
+
+TEST_CASE("the recorder attributes cuBLAS's kernels to cuBLAS", "[gpu][launches]") {
+  if (!labkit::has_device()) SKIP(labkit::no_device_reason());
+  const int n = 1024;
+  labkit::DeviceBuffer<float> A(std::size_t(n) * n), B(std::size_t(n) * n), C(std::size_t(n) * n);
+  labkit::fill_random_device(A.data(), A.size(), 1);
+  labkit::fill_random_device(B.data(), B.size(), 2);
+  labkit::fill_random_device(C.data(), C.size(), 3);
+  labkit::CublasHandle handle;
+  sgemm(handle, n, A.data(), B.data(), C.data());  // cuBLAS loads its kernels on first use: outside the recorder
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  std::vector<Kernel> ran;
+  {
+    Recorder rec;
+    REQUIRE(rec.available());
+    sgemm(handle, n, A.data(), B.data(), C.data());
+    ran = rec.stop();
+  }
+  INFO("kernels:" << listing(ran));
+  REQUIRE(!ran.empty());
+  for (const Kernel& k : ran) CHECK(labkit::launches::classify(k, labkit::launches::own_symbols()).library == "cublas");
+  const std::string msg = labkit::launches::refusal("step 5 (tuned)", ran, {}, labkit::launches::own_symbols());
+  CHECK(msg.rfind("step 5 (tuned) ran a kernel of cuBLAS (", 0) == 0);
+  CHECK(labkit::launches::refusal("step 0", ran, {"cublas"}, labkit::launches::own_symbols()).empty());
+
+  // The same product captured into a graph and replayed: the replay has no library on the launching stack, and
+  // the kernel is not compiled into this binary, so it is still not the binary's own.
+  cudaStream_t s;
+  LABKIT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  LABKIT_CUBLAS(cublasSetStream(handle, s));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  LABKIT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  sgemm(handle, n, A.data(), B.data(), C.data());
+  LABKIT_CUDA(cudaStreamEndCapture(s, &graph));
+  LABKIT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<Kernel> replayed;
+  {
+    Recorder rec;
+    REQUIRE(rec.available());
+    LABKIT_CUDA(cudaGraphLaunch(exec, s));
+    replayed = rec.stop();
+  }
+  LABKIT_CUBLAS(cublasSetStream(handle, nullptr));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+  INFO("replayed kernels:" << listing(replayed));
+  REQUIRE(!replayed.empty());
+  CHECK_FALSE(labkit::launches::refusal("step 5 (tuned)", replayed, {}, labkit::launches::own_symbols()).empty());
+}
