@@ -303,7 +303,7 @@ TEST_CASE("a killed batch resumes without losing or repeating a student", "[batc
   check_against_fixtures(out, fixtures, {"solution_1", "solution_2"});
 }
 
-TEST_CASE("--sandbox auto without bubblewrap refuses; --sandbox none grades and every report says so", "[batch]") {
+TEST_CASE("without bubblewrap the batch refuses to grade unless told --sandbox none, and then every report says so", "[batch]") {
   test::TempDir dir("nosandbox");
   GraderTree tree = private_fakelab(dir.path);
   fs::path subs = dir.path / "submissions", out = dir.path / "out";

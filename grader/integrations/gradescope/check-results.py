@@ -13,7 +13,7 @@ equals the sum of the tests' scores; `leaderboard` entries have a name and a val
 Expectations (labgrade's results: each test is tagged labNN and its kind, and its output starts "status: X"):
     solutions          every test passed and scores its max_score; without a GPU, every CPU gate passed and every
                        GPU gate was skipped (0 points)
-    empty              every test scores 0, as "build_failed" with "not submitted"
+    empty              every test scores 0, as "not_submitted" with "not submitted"
     compile-error:NN   lab NN's tests are "build_failed" with "does not compile"; the other labs as `solutions`
     only:NN            lab NN as `solutions`; the other labs as `empty`
 Prints one PASS/FAIL line per check; exit status 1 when any check failed, 2 when the file cannot be read.
@@ -157,7 +157,7 @@ def main():
     if kind == "solutions":
         as_solution(tests, "all labs")
     elif kind == "empty":
-        as_status(tests, "all labs", "build_failed", "not submitted")
+        as_status(tests, "all labs", "not_submitted", "not submitted")
         check(r.get("score") == 0, "total score 0", f"score {r.get('score')}")
     elif kind == "compile-error" and lab:
         as_status([t for t in tests if lab_of(t) == lab], f"lab {lab}", "build_failed", "does not compile")
@@ -168,7 +168,7 @@ def main():
         as_solution([t for t in tests if lab_of(t) == lab], f"lab {lab}")
         rest = [t for t in tests if lab_of(t) != lab]
         if rest:
-            as_status(rest, "the other labs", "build_failed", "not submitted")
+            as_status(rest, "the other labs", "not_submitted", "not submitted")
     else:
         print(f"check-results.py: unknown expectation {a.expect!r}", file=sys.stderr)
         return 2
