@@ -13,6 +13,7 @@
 #include <sstream>
 #include <utility>
 
+#include "labkit/check.h"
 #include "labkit/random.h"
 #include "labkit/report.h"
 
@@ -140,6 +141,28 @@ void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name,
   const bool too_slow = !cmp.escaped && !(ceiling && cmp.ratio > *ceiling);
   if (too_slow && g && !g->hint.empty()) os << "\n  hint: " << g->hint;
   FAIL_CHECK((too_slow ? os.str() : problem + "\n  " + os.str()) << "\n  " << reproduce_hint());
+}
+
+void report_previous_ratio(const SpeedComparison& candidate, const std::function<void(int)>& baseline,
+                           const std::function<void(int)>& previous, const std::function<void(int)>& refresh,
+                           std::string_view candidate_name, std::string_view previous_name,
+                           std::string_view baseline_name) {
+  try {
+    TimingOptions quick;
+    quick.warmup = 1;
+    quick.min_repeats = 3;
+    quick.budget_ms = 0;
+    TimedCase info_only;
+    info_only.refresh = refresh;
+    info_only.verify = [] {};  // not graded here: the previous step's own gates check its answers
+    const auto prev = compare_speed(baseline, previous, info_only, quick);
+    report::metric("previous_ratio", prev.ratio, "x");
+    UNSCOPED_INFO(candidate_name << " runs at " << candidate.ratio << "x " << baseline_name << ", " << previous_name
+                                 << " at " << prev.ratio << "x: "
+                                 << (prev.ratio > 0 ? candidate.ratio / prev.ratio : 0) << " times faster");
+  } catch (const std::exception&) {
+    LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
+  }
 }
 
 bool under_sanitizer() {

@@ -3,6 +3,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,6 +67,16 @@ void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name,
 // the first line of its failure (one of the three reasons above).
 std::string speed_problem(const SpeedComparison& cmp, double threshold, std::optional<double> max_ratio,
                           std::string_view baseline_name, std::string_view candidate_name);
+
+// Information only, for speed gates that replaced "step N vs step N-1" by "step N vs a trusted baseline": times
+// the previous step against the same baseline (a few calls, inputs refreshed as in the graded comparison), reports
+// the metric previous_ratio and prints how many times faster the candidate is. Never decides the verdict: a
+// previous step that is missing, throws or is wrong just leaves the metric out (its own gates grade it); a sticky
+// CUDA error still ends the gate.
+void report_previous_ratio(const SpeedComparison& candidate, const std::function<void(int)>& baseline,
+                           const std::function<void(int)>& previous, const std::function<void(int)>& refresh,
+                           std::string_view candidate_name, std::string_view previous_name,
+                           std::string_view baseline_name);
 
 // ---- Under compute-sanitizer ------------------------------------------------------------------------------------
 // Instrumented kernels run 10-1000x slower (racecheck on shared-memory kernels the slowest: a 2048^3 tiled matmul

@@ -290,25 +290,9 @@ void check_speed(Step candidate, int n, std::optional<Step> previous) {
   };
   const auto cmp = labkit::compare_speed(cublas_call, step_call(candidate), timed_case(sr, in), opt);
   const double gflop = 2.0 * n * double(n) * n / 1e9;
-  if (previous) {
-    // Information only: a few calls, and a previous step that is missing or wrong just leaves the metric out.
-    try {
-      labkit::TimingOptions quick;
-      quick.warmup = 1;
-      quick.min_repeats = 3;
-      quick.budget_ms = 0;
-      labkit::TimedCase info_only;
-      info_only.refresh = timed_case(sr, in).refresh;
-      info_only.verify = [] {};  // not graded here: the previous step's own gates check its answers
-      const auto prev = labkit::compare_speed(cublas_call, step_call(*previous), info_only, quick);
-      labkit::report::metric("previous_ratio", prev.ratio, "x");
-      UNSCOPED_INFO(kStepName[int(candidate)] << " runs at " << cmp.ratio << "x cuBLAS, "
-                                              << kStepName[int(*previous)] << " at " << prev.ratio << "x: "
-                                              << (prev.ratio > 0 ? cmp.ratio / prev.ratio : 0) << " times faster");
-    } catch (const std::exception&) {
-      LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
-    }
-  }
+  if (previous)
+    labkit::gate::report_previous_ratio(cmp, cublas_call, step_call(*previous), timed_case(sr, in).refresh,
+                                        kStepName[int(candidate)], kStepName[int(*previous)], "cuBLAS");
   labkit::gate::require_speedup(cmp, "cuBLAS SGEMM (the gate's own call)", kStepName[int(candidate)], gflop, "GFLOP");
 }
 

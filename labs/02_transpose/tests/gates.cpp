@@ -204,23 +204,9 @@ void check_speed(Step candidate, std::optional<Step> previous, int n = 8192) {
   auto launcher = [&](Step st) { return [&, st](int) { run(st, n, n, din.data(), dout.data()); }; };
   const auto cmp = labkit::compare_speed(launcher(Step::memcpy), launcher(candidate), tc, opt);
   const double gb = 2.0 * double(count) * sizeof(float) / 1e9;  // bytes read + written
-  if (previous) {
-    // Information only (metric previous_ratio): how far this step moved from the previous one, both measured
-    // against the same memcpy, so a deliberately slow previous step cannot change this gate's verdict.
-    try {
-      labkit::TimingOptions quick;
-      quick.warmup = 1;
-      quick.min_repeats = 3;
-      quick.budget_ms = 0;
-      labkit::TimedCase info_only{tc.refresh, [] {}};  // not graded here: the previous step has its own gates
-      const auto prev = labkit::compare_speed(launcher(Step::memcpy), launcher(*previous), info_only, quick);
-      labkit::report::metric("previous_ratio", prev.ratio, "x");
-      UNSCOPED_INFO(kStepName[int(candidate)] << " runs at " << cmp.ratio << "x memcpy, " << kStepName[int(*previous)]
-                                              << " at " << prev.ratio << "x");
-    } catch (const std::exception&) {
-      LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
-    }
-  }
+  if (previous)  // information only: a deliberately slow previous step cannot change this gate's verdict
+    labkit::gate::report_previous_ratio(cmp, launcher(Step::memcpy), launcher(*previous), tc.refresh,
+                                        kStepName[int(candidate)], kStepName[int(*previous)], "memcpy");
   labkit::gate::require_speedup(cmp, kStepName[int(Step::memcpy)], kStepName[int(candidate)], gb, "GB");
 }
 

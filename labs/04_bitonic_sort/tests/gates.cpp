@@ -421,25 +421,10 @@ void check_speed(Step candidate, const char* baseline_name, const std::function<
     last_rep = inputs_rep;  // host bookkeeping only: nanoseconds inside the timed region
   };
   const auto cmp = labkit::compare_speed(timed_baseline, timed_candidate, tc, opt);
-  if (previous) {
-    // Information only: a few calls; a previous step that is missing or wrong just leaves the metric out.
-    try {
-      labkit::TimingOptions quick;
-      quick.warmup = 1;
-      quick.min_repeats = 3;
-      quick.budget_ms = 0;
-      labkit::TimedCase info_only;
-      info_only.refresh = tc.refresh;
-      info_only.verify = [] {};  // not graded here: the previous step's own gates check its answers
-      const auto prev = labkit::compare_speed(
-          timed_baseline, [&](int) { run_keys(*previous, work.data(), n, Order::ascending); }, info_only, quick);
-      labkit::report::metric("previous_ratio", prev.ratio, "x");
-      UNSCOPED_INFO(kStepName[int(candidate)] << " runs at " << cmp.ratio << "x " << baseline_name << ", "
-                                              << kStepName[int(*previous)] << " at " << prev.ratio << "x");
-    } catch (const std::exception&) {
-      LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
-    }
-  }
+  if (previous)
+    labkit::gate::report_previous_ratio(
+        cmp, timed_baseline, [&](int) { run_keys(*previous, work.data(), n, Order::ascending); }, tc.refresh,
+        kStepName[int(candidate)], kStepName[int(*previous)], baseline_name);
   labkit::gate::require_speedup(cmp, baseline_name, kStepName[int(candidate)], double(n) / 1e9, "Gkeys");
 }
 

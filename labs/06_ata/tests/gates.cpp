@@ -340,25 +340,10 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
                                            last_rep = inputs_rep;  // host bookkeeping: nanoseconds
                                          },
                                          tc, opt);
-  if (previous) {
-    // Information only: a few calls; a previous step that is missing or wrong just leaves the metric out.
-    try {
-      labkit::TimingOptions quick;
-      quick.warmup = 1;
-      quick.min_repeats = 3;
-      quick.budget_ms = 0;
-      labkit::TimedCase info_only;
-      info_only.refresh = tc.refresh;
-      info_only.verify = [] {};  // not graded here: the previous step's own gates check its answers
-      const auto prev = labkit::compare_speed(
-          timed_baseline, [&](int) { run(*previous, M, N, dA.data(), dC.data()); }, info_only, quick);
-      labkit::report::metric("previous_ratio", prev.ratio, "x");
-      UNSCOPED_INFO(name(candidate) << " runs at " << cmp.ratio << "x " << baseline_name << ", " << name(*previous)
-                                    << " at " << prev.ratio << "x");
-    } catch (const std::exception&) {
-      LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
-    }
-  }
+  if (previous)
+    labkit::gate::report_previous_ratio(cmp, timed_baseline,
+                                        [&](int) { run(*previous, M, N, dA.data(), dC.data()); }, tc.refresh,
+                                        name(candidate), name(*previous), baseline_name);
   // The work is the full product's 2*M*N^2 flops for every variant: symmetric variants are credited with the
   // half they did not compute, so the GFLOP/s are "effective" and comparable.
   const double gflop = 2.0 * M * double(N) * N / 1e9;
