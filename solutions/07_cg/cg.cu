@@ -720,13 +720,19 @@ CgResult cg_solve_graph(const DeviceCsr& A, const double* b, double* x, const Cg
   LABKIT_CUDA(cudaStreamEndCapture(g.stream, &g.graph));
   LABKIT_CUDA(cudaGraphInstantiate(&g.exec, g.graph, 0));
 
+  int reported = 0;  // the last iteration handed to opt.progress
   for (;;) {
     LABKIT_CUDA(cudaGraphLaunch(g.exec, g.stream));
     LABKIT_CUDA(cudaMemcpyAsync(&st, d_state.data(), sizeof st, cudaMemcpyDeviceToHost, g.stream));
     LABKIT_CUDA(cudaStreamSynchronize(g.stream));  // the one synchronization per graph_iterations iterations
     res.iterations = st.iterations;
     if (std::isfinite(st.rr_new) && st.iterations > 0) res.updated_residual = std::sqrt(st.rr_new) / h.bnorm;
-    if (opt.progress && st.iterations > 0) opt.progress(st.iterations, res.updated_residual);
+    // A stop found in the first iteration of a launch (p^T A p <= 0 at iteration k+1) completes no iteration: the
+    // count is the one already reported, and progress must only ever see new iterations.
+    if (opt.progress && st.iterations > reported) {
+      opt.progress(st.iterations, res.updated_residual);
+      reported = st.iterations;
+    }
     switch (st.stop) {
       case kRunning:
         continue;
