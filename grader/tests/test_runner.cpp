@@ -38,10 +38,6 @@ for g in "${gates[@]}"; do
       slowall) sleep 1000 ;;
       sanitize) echo "========= Invalid __global__ write of size 4 bytes" ;;  # as compute-sanitizer reports
       sanitize_env) echo "========= Invalid __global__ read, LABKIT_SANITIZER=${LABKIT_SANITIZER-unset}" ;;
-      work)  # $WORK_TICKS clock ticks of its own CPU time, in bash builtins only (no child processes)
-        while :; do read -ra st < /proc/$$/stat; (( st[13] + st[14] >= WORK_TICKS )) && break; done ;;
-      spin) while :; do :; done ;;
-      children) for i in 1 2 3 4 5 6; do ( while :; do :; done ) & done; wait ;;
     esac
   fi
   [ "$SCENARIO" = slowall ] && sleep 1000
