@@ -170,7 +170,15 @@ bool under_sanitizer() {
   return v && *v && std::string_view(v) != "0";
 }
 
-SanitizerCap::SanitizerCap(double cap, std::string unit) : cap_(cap), unit_(std::move(unit)) {}
+bool sanitizer_small_shapes() {
+  const char* v = std::getenv("LABKIT_SANITIZER_SMALL");
+  return under_sanitizer() && v && *v && std::string_view(v) != "0";
+}
+
+// The default checks run on every graded submission, so they keep only the cases a sixteenth of the gate's cap
+// allows: still every odd size, edge tile and several blocks, at a fraction of the instrumented run time.
+SanitizerCap::SanitizerCap(double cap, std::string unit)
+    : cap_(sanitizer_small_shapes() ? cap / kSmallShapesDivisor : cap), unit_(std::move(unit)) {}
 
 bool SanitizerCap::skips(double work, std::string_view name) {
   if (work <= cap_ || !under_sanitizer()) return false;

@@ -46,6 +46,7 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
   r.title = t["title"].value_or(std::string{});
   r.time_limit_s = t["time_limit_s"].value_or(r.time_limit_s);
   r.gate_time_limit_s = t["gate_time_limit_s"].value_or(r.gate_time_limit_s);
+  r.sanitizer_time_limit_s = t["sanitizer_time_limit_s"].value_or(r.sanitizer_time_limit_s);
   if (auto lb = t["leaderboard"].as_table()) {
     r.leaderboard_gate = (*lb)["gate"].value_or(std::string{});
     r.leaderboard_metric = (*lb)["metric"].value_or(std::string{});

@@ -41,3 +41,27 @@ TEST_CASE("gates leave out their largest cases under a sanitizer only", "[gate]"
   }
   unsetenv("LABKIT_SANITIZER");
 }
+
+TEST_CASE("the grader's default checks keep only the small shapes", "[gate]") {
+  setenv("LABKIT_SANITIZER_SMALL", "1", 1);
+  unsetenv("LABKIT_SANITIZER");
+  CHECK(!labkit::gate::sanitizer_small_shapes());  // without a sanitizer it means nothing
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds");
+    CHECK(!cap.skips(1e12, "huge"));
+  }
+  setenv("LABKIT_SANITIZER", "memcheck", 1);
+  CHECK(labkit::gate::sanitizer_small_shapes());
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds");
+    CHECK(!cap.skips(double(1 << 22), "M=N=K=161"));
+    CHECK(cap.skips(double(1 << 22) + 1, "just above a sixteenth"));
+    CHECK(cap.summary().find("(above 2^22 multiply-adds;") != std::string::npos);
+  }
+  unsetenv("LABKIT_SANITIZER_SMALL");
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds");  // labgrade --sanitize: the full cap
+    CHECK(!cap.skips(double(1 << 22) + 1, "kept"));
+  }
+  unsetenv("LABKIT_SANITIZER");
+}

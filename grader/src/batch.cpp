@@ -575,6 +575,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
     spec.log_dir = s.result_dir / "logs" / lab_tag(plan.recipe);
     fs::create_directories(spec.log_dir);
     apply_time_limits(spec, plan.rubric, opts_.gate_timeout);
+    spec.sanitizer_checks = !opts_.no_sanitizer_checks;
     spec.process.cwd = run;
     spec.process.writable = run;
     spec.process.extra_ro = {s.exes[i].parent_path()};

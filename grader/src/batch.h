@@ -28,6 +28,7 @@ struct BatchOptions {
   std::string sandbox = "auto";
   int jobs = 0;  // parallel compile jobs (default: the CPU cores)
   bool sanitize = false, sanitize_strict = false;
+  bool no_sanitizer_checks = false;  // skip the default memory and race checks (check_with_sanitizers)
   double gate_timeout = 0;       // overrides the rubrics' gate_time_limit_s when > 0
   double compile_timeout = 300;  // per source file, and for the link
   double memory_gib = 16;        // host memory of one gate binary (RLIMIT_DATA, and memory.max with cgroups)

@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   // A graded run uses every case of every gate: a LABKIT_SANITIZER left exported in the shell would make the gates
   // leave out their largest cases (labkit::gate::under_sanitizer). The sanitizer runs set it themselves.
   ::unsetenv("LABKIT_SANITIZER");
+  ::unsetenv("LABKIT_SANITIZER_SMALL");
 
   CLI::App app{"labgrade: builds, runs and scores the gates of the CUDA lab workbook"};
   app.fallthrough();  // the shared options may follow a sub-command
@@ -103,8 +104,12 @@ int main(int argc, char** argv) {
   app.add_option("--junit", grade.outputs.junit, "write JUnit XML here");
   app.add_option("--csv", grade.outputs.csv, "write the CSV gradebook here");
   app.add_option("--markdown", grade.outputs.markdown, "write a Markdown report here");
+  app.add_flag("--no-sanitizer-checks", grade.no_sanitizer_checks,
+               "skip the default memory and race checks (compute-sanitizer memcheck and racecheck on the correctness "
+               "gates' small shapes; a finding fails its gate)");
   app.add_flag("--sanitize", grade.sanitize,
-               "also run compute-sanitizer memcheck (and racecheck on correctness gates)");
+               "instead of the default checks: compute-sanitizer memcheck and racecheck on every correctness (and "
+               "cpu) gate, one process per gate, findings reported");
   app.add_flag("--sanitize-strict", grade.sanitize_strict, "sanitizer findings fail the gate (implies --sanitize)");
   app.add_option("--gate-timeout", grade.gate_timeout, "seconds per gate, overriding the rubrics' gate_time_limit_s");
   app.add_flag("--no-hidden", grade.no_hidden, "leave hidden gates out (what a student release grades)");
@@ -182,6 +187,7 @@ int main(int argc, char** argv) {
       batch.jobs = build.jobs;
       batch.sanitize = grade.sanitize;
       batch.sanitize_strict = grade.sanitize_strict;
+      batch.no_sanitizer_checks = grade.no_sanitizer_checks;
       batch.gate_timeout = grade.gate_timeout;
       batch.no_hidden = grade.no_hidden;
       if (batch.labs.empty()) batch.labs = grade.labs;

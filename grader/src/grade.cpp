@@ -17,6 +17,7 @@ bool lab_has_hidden_tests(const Recipe& r) {
 void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double gate_timeout_override) {
   spec.gate_time_limit_s = gate_timeout_override > 0 ? gate_timeout_override : rubric.gate_time_limit_s;
   spec.time_limit_s = std::max(rubric.time_limit_s, spec.gate_time_limit_s);
+  spec.sanitizer_time_limit_s = rubric.sanitizer_time_limit_s;
 }
 
 void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict) {
@@ -35,9 +36,11 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
     run_gates(lab, h, hidden);
     for (std::size_t i = notes_before; i < lab.notes.size(); ++i) lab.notes[i] = kHiddenRunNote + lab.notes[i];
   }
-  if (sanitize) {
+  if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
     run_sanitizer(lab, spec, "memcheck", strict);
     run_sanitizer(lab, spec, "racecheck", strict);
+  } else {
+    check_with_sanitizers(lab, spec);  // the default: a memory error or race on the small shapes fails its gate
   }
   apply_rubric(lab);
 }
@@ -122,6 +125,7 @@ int grade_main(const GradeOptions& opts) {
     spec.rubric = spec.log_dir / "gate-rubric.toml";
     write_file_atomic(spec.rubric, gate_rubric_text(read_file(recipe.rubric), true));
     apply_time_limits(spec, rubric, opts.gate_timeout);
+    spec.sanitizer_checks = !opts.no_sanitizer_checks;
     spec.process.inherit_env = true;  // the student's own machine and environment
     spec.process.limits.file_size = 1ull << 30;
     spec.process.cwd = spec.log_dir;

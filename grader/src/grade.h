@@ -20,6 +20,7 @@ struct GradeOptions {
   BuildOptions build;
   OutputFiles outputs;
   bool sanitize = false, sanitize_strict = false;
+  bool no_sanitizer_checks = false;  // skip the default memory and race checks (check_with_sanitizers)
   double gate_timeout = 0;  // overrides every rubric's gate_time_limit_s when > 0
   bool no_hidden = false;   // grade as a student would see it (no hidden gates)
   bool color = false;

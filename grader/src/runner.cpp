@@ -417,16 +417,6 @@ void set_env(ProcessSpec& p, const std::string& key, const std::string& value) {
   p.env.emplace_back(key, value);
 }
 
-int summary_errors(const std::string& log) {
-  static const std::regex err(R"(ERROR SUMMARY: (\d+) error)");
-  static const std::regex race(R"(RACECHECK SUMMARY: (\d+) hazard)");
-  int n = 0;
-  for (const auto* re : {&err, &race})
-    for (auto it = std::sregex_iterator(log.begin(), log.end(), *re); it != std::sregex_iterator(); ++it)
-      n = std::max(n, std::stoi((*it)[1].str()));
-  return n;
-}
-
 std::string excerpt(const std::string& text, std::size_t max_lines) {
   std::vector<std::string> out;
   for (auto& l : split_lines(text)) {
@@ -478,7 +468,7 @@ void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& t
     std::string reports;
     for (const auto& a : attempts) {
       std::string text = read_file_limited(a.log, 16u << 20, false);
-      errors += summary_errors(text);
+      errors += sanitizer_error_count(text);
       if (reports.empty()) reports = excerpt(text, 6);
     }
     if (errors == 0) continue;
@@ -498,6 +488,140 @@ void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& t
   lab.sanitizer.push_back({tool, total, first_reports});
   add_note(lab, "compute-sanitizer " + tool + ": " + std::to_string(total) + " error(s) over " +
                     std::to_string(ids.size()) + " gate(s), one process per gate");
+}
+
+int sanitizer_error_count(const std::string& log) {
+  static const std::regex summary(R"(ERROR SUMMARY: (\d+) error)");
+  static const std::regex race(R"(RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?)");
+  int from_summary = 0;
+  for (const auto* re : {&summary, &race})
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), *re); it != std::sregex_iterator(); ++it)
+      from_summary = std::max(from_summary, std::stoi((*it)[1].str()));
+  // The reports themselves: memcheck's "Invalid __global__ write of size 4 bytes", "Misaligned ...", "Out-of-range
+  // ...", racecheck's "Error: Race reported between ...". "Error: process didn't terminate successfully" is the
+  // gate binary's own exit code (a failed gate), not a finding.
+  int reports = 0;
+  for (const auto& line : split_lines(log)) {
+    if (!starts_with(line, "========= ")) continue;
+    const std::string s = line.substr(10);
+    if (starts_with(s, "Invalid ") || starts_with(s, "Misaligned ") || starts_with(s, "Out-of-range ") ||
+        starts_with(s, "Error: Race reported"))
+      ++reports;
+  }
+  return std::max(from_summary, reports);
+}
+
+namespace {
+
+struct ToolOutcome {
+  int errors = 0;
+  std::string excerpt;
+  bool finished = true;  // every gate of the run reached its end within the time limit
+  double seconds = 0;
+};
+
+// One process under `tool` for `ids`, with the gates' own verdicts thrown away (the graded run decided those).
+ToolOutcome sanitize_once(const LabResult& lab, const GateRunSpec& base, const std::string& tool,
+                          const std::vector<std::string>& ids, const std::string& tag, double time_limit_s) {
+  GateRunSpec s = base;
+  s.prefix = {base.prefix.empty() ? "compute-sanitizer" : base.prefix.front(), "--tool", tool, "--print-limit", "20",
+              "--target-processes", "all",
+              // API errors (cudaErrorNotReady from a polling query...) are the gates' business, not a finding.
+              "--report-api-errors", "no"};
+  s.gate_time_limit_s = base.gate_time_limit_s * 10;  // instrumented kernels run 10-100x slower
+  s.time_limit_s = time_limit_s;
+  s.log_tag = tag;
+  set_env(s.process, "LABKIT_SANITIZER", tool);
+  set_env(s.process, "LABKIT_SANITIZER_SMALL", "1");  // labkit::gate::SanitizerCap keeps a sixteenth of its cap
+  LabResult scratch = lab;
+  std::vector<Attempt> attempts;
+  run_loop(scratch, s, ids, &attempts);
+  ToolOutcome out;
+  for (const auto& a : attempts) {
+    out.seconds += a.seconds;
+    std::string text = read_file_limited(a.log, 16u << 20, false);
+    out.errors += sanitizer_error_count(text);
+    if (out.excerpt.empty()) out.excerpt = excerpt(text, 6);
+  }
+  for (const auto& g : scratch.gates)
+    if (std::find(ids.begin(), ids.end(), g.id) != ids.end() && g.status == Status::timeout) out.finished = false;
+  return out;
+}
+
+}  // namespace
+
+void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
+  if (!spec.sanitizer_checks) return;
+  auto eligible = [](const GateResult& g, const std::string& tool) {
+    bool kind_ok = g.kind == "correctness" || (tool == "memcheck" && g.kind == "cpu");
+    return kind_ok && g.status == Status::passed;
+  };
+  bool any = false;
+  for (const auto& g : lab.gates) any = any || eligible(g, "memcheck");
+  bool any_gpu = false;
+  for (const auto& g : lab.gates) any_gpu = any_gpu || (g.kind == "correctness" && g.status == Status::passed);
+  if (!any || !any_gpu) return;  // nothing ran on a GPU (no device): nothing for a sanitizer to see
+  auto sanitizer = find_program("compute-sanitizer", {"/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer"});
+  if (!sanitizer) {
+    add_note(lab, "memory and race checks not done: compute-sanitizer was not found (it comes with the CUDA toolkit; "
+                  "labgrade doctor says where it looks)");
+    return;
+  }
+  GateRunSpec base = spec;
+  base.prefix = {sanitizer->string()};
+  for (const std::string tool : {"memcheck", "racecheck"}) {
+    // Visible and hidden gates apart, as in the graded run: a hidden gate's report never reaches a visible gate.
+    for (const bool hidden : {false, true}) {
+      std::vector<std::string> ids;
+      for (const auto& g : lab.gates)
+        if (g.hidden == hidden && eligible(g, tool)) ids.push_back(g.id);
+      if (ids.empty()) continue;
+      const std::string tag = tool + (hidden ? "-hidden-" : "-");
+      ToolOutcome all = sanitize_once(lab, base, tool, ids, tag + "all-", spec.sanitizer_time_limit_s);
+      char took[32];
+      std::snprintf(took, sizeof took, "%.1f s", all.seconds);
+      std::string note = tool + ": " + std::to_string(ids.size()) + (hidden ? " hidden" : "") +
+                         " gate(s) checked in " + took;
+      if (!all.finished)
+        note += "; the check's time limit (" + limit_text(spec.sanitizer_time_limit_s) +
+                ", the rubric's sanitizer_time_limit_s) ran out before every gate was checked";
+      if (all.errors == 0) {
+        add_note(lab, note + ", no error");
+        continue;
+      }
+      // Which gate? One process per gate, each with the same time limit, until the budget of three runs is spent.
+      int attributed = 0;
+      double spent = 0;
+      for (const auto& id : ids) {
+        if (spent > 3 * spec.sanitizer_time_limit_s) break;
+        ToolOutcome one = sanitize_once(lab, base, tool, {id}, tag + safe_file_name(id) + "-",
+                                        spec.sanitizer_time_limit_s);
+        spent += one.seconds;
+        if (one.errors == 0) continue;
+        attributed += one.errors;
+        for (auto& g : lab.gates) {
+          if (g.id != id) continue;
+          std::string finding = tool + ": " + std::to_string(one.errors) + " error(s)" +
+                                (one.excerpt.empty() ? "" : "\n" + one.excerpt);
+          g.sanitizer += (g.sanitizer.empty() ? "" : "\n") + finding;
+          if (g.status == Status::passed) {
+            g.status = Status::failed;
+            g.message = "compute-sanitizer " + finding +
+                        (tool == "memcheck"
+                             ? "\n(an access outside an allocation, or a misaligned one, on the gate's small shapes: "
+                               "the result happened to be right, the code is not)"
+                             : "\n(threads of a block read and write the same shared memory without a barrier "
+                               "between them: the result happened to be right on this run)");
+          }
+        }
+      }
+      lab.sanitizer.push_back({tool, std::max(all.errors, attributed), all.excerpt});
+      note += ", " + std::to_string(all.errors) + " error(s)";
+      if (attributed == 0)
+        note += " that no single gate reproduced on its own (nothing failed for them)";
+      add_note(lab, note);
+    }
+  }
 }
 
 }  // namespace labgrade

@@ -31,6 +31,10 @@ struct GateRunSpec {
   ProcessSpec process;
   std::vector<std::string> prefix;  // e.g. compute-sanitizer --tool memcheck ... (empty: run directly)
   std::string log_tag = "run";      // "run", "memcheck", "racecheck"
+  // The default memory and race checks after the graded run (check_with_sanitizers): on unless the instructor
+  // or student turns them off (--no-sanitizer-checks); the rubric's sanitizer_time_limit_s per tool.
+  bool sanitizer_checks = true;
+  double sanitizer_time_limit_s = 120;
 };
 
 // Runs the gates of `lab` whose ids are in `gate_ids` (all graded gates when empty) and stores each outcome
@@ -42,6 +46,21 @@ void run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::string>
 // "ERROR SUMMARY: N errors" / "RACECHECK SUMMARY: N hazards". Findings are listed per gate and per lab; with
 // strict, a gate with findings fails.
 void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& tool, bool strict);
+
+// The default memory and race checks: the lab's correctness gates that passed the graded run are run again under
+// compute-sanitizer, memcheck (out-of-bounds and misaligned accesses) and then racecheck (shared-memory races),
+// with LABKIT_SANITIZER set so that the gates keep only their small and odd shapes, which reach every bound and
+// every barrier. A healthy lab costs one process per tool (visible and hidden gates apart); only when that process
+// reports an error are its gates run again one per process, so that each report belongs to one gate, and a gate
+// with its own report fails ("compute-sanitizer memcheck: 2 error(s)" and the sanitizer's first lines). What the
+// time limit (spec.sanitizer_time_limit_s per tool) leaves unchecked is said in a note, never held against a gate.
+// `cpu` gates get memcheck too (they may call the student's host code, and it costs nothing in the same process).
+void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec);
+
+// Counts the errors in a compute-sanitizer log: the larger of its summary ("ERROR SUMMARY: N errors", racecheck's
+// "(N errors, M warnings)") and the reports it printed (a process killed before its summary still counts those).
+// Racecheck warnings are not errors. Exposed for the tests.
+int sanitizer_error_count(const std::string& log);
 
 // Escapes a gate id for use as a Catch2 test-spec argument (`,` `[` `*` ... are special there).
 std::string catch2_test_arg(const std::string& gate_id);

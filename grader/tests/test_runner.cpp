@@ -38,6 +38,7 @@ for g in "${gates[@]}"; do
       slowall) sleep 1000 ;;
       sanitize) echo "========= Invalid __global__ write of size 4 bytes" ;;  # as compute-sanitizer reports
       sanitize_env) echo "========= Invalid __global__ read, LABKIT_SANITIZER=${LABKIT_SANITIZER-unset}" ;;
+      sanitize_hang) [ -n "$LABKIT_SANITIZER" ] && sleep 1000 ;;  # fine alone, endless under a sanitizer
     esac
   fi
   [ "$SCENARIO" = slowall ] && sleep 1000
@@ -242,4 +243,132 @@ TEST_CASE("the sanitizer pass tells the gates through LABKIT_SANITIZER and the g
       CHECK(f.status("b") == Status::passed);  // not strict
     }
   }
+}
+
+namespace {
+// The default checks take correctness gates (cpu gates too, for memcheck); the fixture's gates become correctness.
+void make_correctness(Fixture& f) {
+  for (auto& g : f.lab.gates) g.kind = "correctness";
+}
+std::size_t logs_starting(const fs::path& dir, const std::string& prefix) {
+  std::size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) n += starts_with(e.path().filename().string(), prefix);
+  return n;
+}
+struct PathWith {  // compute-sanitizer found first on PATH for one test
+  std::string old = std::getenv("PATH");
+  explicit PathWith(const fs::path& bin) { setenv("PATH", (bin.string() + ":" + old).c_str(), 1); }
+  ~PathWith() { setenv("PATH", old.c_str(), 1); }
+};
+}  // namespace
+
+TEST_CASE("the default checks run each tool once over a healthy lab and fail nothing", "[runner][sanitizer]") {
+  Fixture f("");
+  make_correctness(f);
+  PathWith p(fake_sanitizer(f.dir.path));
+  run_gates(f.lab, f.spec);
+  check_with_sanitizers(f.lab, f.spec);
+  for (const auto& g : f.lab.gates) {
+    CHECK(g.status == Status::passed);
+    CHECK(g.sanitizer.empty());
+  }
+  CHECK(logs_starting(f.spec.log_dir, "memcheck-") == 1);  // one process for the three gates
+  CHECK(logs_starting(f.spec.log_dir, "racecheck-") == 1);
+  std::string notes = join(f.lab.notes, "\n");
+  CHECK_THAT(notes, ContainsSubstring("memcheck: 3 gate(s) checked"));
+  CHECK_THAT(notes, ContainsSubstring("racecheck: 3 gate(s) checked"));
+  CHECK(f.lab.sanitizer.empty());
+}
+
+TEST_CASE("a finding in the default checks fails the gate that has it, and only that one", "[runner][sanitizer]") {
+  Fixture f("sanitize");
+  make_correctness(f);
+  PathWith p(fake_sanitizer(f.dir.path));
+  run_gates(f.lab, f.spec);
+  REQUIRE(f.status("b") == Status::passed);  // the graded run cannot see it
+  check_with_sanitizers(f.lab, f.spec);
+  CHECK(f.status("a") == Status::passed);
+  CHECK(f.status("c") == Status::passed);
+  CHECK(f.status("b") == Status::failed);
+  CHECK_THAT(f.gate("b").message, ContainsSubstring("compute-sanitizer memcheck: 1 error(s)"));
+  CHECK_THAT(f.gate("b").message, ContainsSubstring("Invalid __global__ write"));
+  // Once failed, b is not run under racecheck: the other two are.
+  CHECK_THAT(join(f.lab.notes, "\n"), ContainsSubstring("racecheck: 2 gate(s) checked"));
+  // The combined run found it, then one process per gate said whose it was.
+  CHECK(logs_starting(f.spec.log_dir, "memcheck-all-") == 1);
+  CHECK(logs_starting(f.spec.log_dir, "memcheck-b-") == 1);
+  CHECK(logs_starting(f.spec.log_dir, "memcheck-a-") == 1);
+}
+
+TEST_CASE("the default checks leave out gates that did not pass, cpu-only labs, and can be turned off",
+          "[runner][sanitizer]") {
+  SECTION("turned off") {
+    Fixture f("sanitize");
+    make_correctness(f);
+    PathWith p(fake_sanitizer(f.dir.path));
+    run_gates(f.lab, f.spec);
+    f.spec.sanitizer_checks = false;  // --no-sanitizer-checks
+    check_with_sanitizers(f.lab, f.spec);
+    CHECK(f.status("b") == Status::passed);
+    CHECK(logs_starting(f.spec.log_dir, "memcheck") == 0);
+  }
+  SECTION("no correctness gate passed (no GPU): nothing for a sanitizer to see") {
+    Fixture f("sanitize");  // the gates stay `cpu`
+    PathWith p(fake_sanitizer(f.dir.path));
+    run_gates(f.lab, f.spec);
+    check_with_sanitizers(f.lab, f.spec);
+    CHECK(f.status("b") == Status::passed);
+    CHECK(logs_starting(f.spec.log_dir, "memcheck") == 0);
+  }
+  SECTION("a failed gate is not run again") {
+    Fixture f("sanitize");
+    make_correctness(f);
+    PathWith p(fake_sanitizer(f.dir.path));
+    run_gates(f.lab, f.spec);
+    f.lab.gates[1].status = Status::failed;  // b
+    f.lab.gates[1].message = "wrong";
+    check_with_sanitizers(f.lab, f.spec);
+    CHECK(f.gate("b").message == "wrong");
+    CHECK(f.gate("b").sanitizer.empty());
+  }
+  SECTION("without compute-sanitizer: a note, nothing fails") {
+    Fixture f("sanitize");
+    make_correctness(f);
+    const std::string old = std::getenv("PATH");
+    setenv("PATH", (f.dir.path / "no-such-folder").c_str(), 1);
+    run_gates(f.lab, f.spec);
+    check_with_sanitizers(f.lab, f.spec);
+    setenv("PATH", old.c_str(), 1);
+    bool found = fs::exists("/usr/local/cuda/bin/compute-sanitizer");  // where labgrade also looks
+    if (!found) {
+      CHECK(f.status("b") == Status::passed);
+      CHECK_THAT(join(f.lab.notes, "\n"), ContainsSubstring("compute-sanitizer was not found"));
+    }
+  }
+}
+
+TEST_CASE("what the checks' time limit leaves unchecked is a note, not a failure", "[runner][sanitizer]") {
+  Fixture f("sanitize_hang");
+  make_correctness(f);
+  f.spec.sanitizer_time_limit_s = 2;
+  PathWith p(fake_sanitizer(f.dir.path));
+  run_gates(f.lab, f.spec);
+  check_with_sanitizers(f.lab, f.spec);
+  for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
+  CHECK_THAT(join(f.lab.notes, "\n"), ContainsSubstring("ran out before every gate was checked"));
+}
+
+TEST_CASE("sanitizer logs: errors counted, racecheck warnings and the exit-code line not", "[runner][sanitizer]") {
+  CHECK(sanitizer_error_count("========= ERROR SUMMARY: 0 errors\n") == 0);
+  CHECK(sanitizer_error_count("========= Invalid __global__ write of size 4 bytes\n"
+                              "=========     at 0x70 in step3.cu:12:tiled(float*)\n") == 1);  // killed: no summary
+  CHECK(sanitizer_error_count("========= Error: process didn't terminate successfully\n"
+                              "========= ERROR SUMMARY: 0 errors\n") == 0);
+  CHECK(sanitizer_error_count("========= Warning: Race reported between Write access at x\n"
+                              "========= RACECHECK SUMMARY: 1 hazard displayed (0 errors, 1 warning)\n") == 0);
+  CHECK(sanitizer_error_count("========= Error: Race reported between Write access at x\n"
+                              "========= Error: Race reported between Read access at y\n"
+                              "========= RACECHECK SUMMARY: 5 hazards displayed (3 errors, 2 warnings)\n") == 3);
+  CHECK(sanitizer_error_count("========= Misaligned Shared or Local Address\n========= ERROR SUMMARY: 1 error\n") ==
+        1);
 }

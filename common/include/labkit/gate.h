@@ -88,6 +88,12 @@ void report_previous_ratio(const SpeedComparison& candidate, const std::function
 // True when the environment variable LABKIT_SANITIZER is set to a non-empty value other than "0".
 bool under_sanitizer();
 
+// The grader's default memory and race checks (every graded run, labgrade's check_with_sanitizers) also set
+// LABKIT_SANITIZER_SMALL=1: then every SanitizerCap is kSmallShapesDivisor times smaller. `labgrade --sanitize`
+// does not set it and keeps every case up to the full cap.
+inline constexpr double kSmallShapesDivisor = 16;
+bool sanitizer_small_shapes();
+
 // One per gate run: which cases the gate leaves out under a sanitizer, and the one console line that says so,
 // printed when the object goes out of scope if anything was left out:
 //   [sanitizer] under compute-sanitizer (LABKIT_SANITIZER=racecheck): left out M=2048 N=2048 K=2048 (above 2^26

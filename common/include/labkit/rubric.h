@@ -6,6 +6,8 @@
 //   title = "Naive to tiled matrix multiply"
 //   time_limit_s = 300            # whole gate binary
 //   gate_time_limit_s = 60        # any single gate
+//   sanitizer_time_limit_s = 120  # the default memory and race checks: one compute-sanitizer tool over the lab's
+//                                 # passed correctness gates (their small shapes); past it the rest is unchecked
 //   [leaderboard]                 # the headline figure for the class leaderboard
 //   gate = "step5.speed"
 //   metric = "candidate_gflops"
@@ -49,6 +51,7 @@ struct RubricGate {
 struct Rubric {
   std::string lab, title, path;
   double time_limit_s = 600, gate_time_limit_s = 120;
+  double sanitizer_time_limit_s = 120;  // per tool (memcheck, racecheck) and lab
   std::string leaderboard_gate, leaderboard_metric, leaderboard_order = "desc";
   std::vector<RubricGate> gates;
 
