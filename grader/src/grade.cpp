@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <fstream>
 #include <iostream>
+#include <map>
 
 #include "devices.h"
 #include "writers.h"
@@ -44,6 +47,46 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
   }
   apply_rubric(lab);
 }
+
+namespace {
+
+// One line on a terminal, rewritten as gates start: the lab, the gate, the time so far and, from the gate times of
+// the previous run (kept beside the lab's logs), about how long the lab takes in all. Nothing when stderr is a file.
+class ProgressLine {
+ public:
+  ProgressLine(std::string lab, const fs::path& timings) : lab_(std::move(lab)), timings_(timings) {
+    std::ifstream in(timings_);
+    std::string key;
+    double secs = 0;
+    while (in >> key >> secs)
+      if (key == "lab_seconds") expected_ = secs;
+  }
+  void gate(const std::string& id) {
+    if (!on_) return;
+    ++started_;
+    const double so_far = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::string line = "  lab " + lab_ + ": " + id + ", " + format_seconds(so_far) + " so far";
+    if (expected_ > 0) line += ", about " + format_seconds(expected_) + " in all (last run)";
+    std::cerr << "\r\033[K" << line << std::flush;
+  }
+  // Clears the line and keeps this run's gate times for the next run's estimate.
+  void done(const LabResult& lab) {
+    if (on_ && started_ > 0) std::cerr << "\r\033[K" << std::flush;
+    std::ofstream out(timings_);
+    out << "lab_seconds " << lab.run_seconds << "\n";  // the gates, restarts and the sanitizer checks
+    for (const auto& g : lab.gates) out << g.id << " " << g.seconds << "\n";
+  }
+
+ private:
+  bool on_ = ::isatty(2) == 1;
+  std::string lab_;
+  fs::path timings_;
+  double expected_ = 0;
+  int started_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
 
 void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title) {
   if (!files.json.empty()) {
@@ -130,7 +173,10 @@ int grade_main(const GradeOptions& opts) {
     spec.process.limits.file_size = 1ull << 30;
     spec.process.cwd = spec.log_dir;
     std::cerr << "labgrade: running lab " << recipe.lab << " (" << lab.gates.size() << " gates, " << tree << " tree)\n";
+    ProgressLine progress(recipe.lab, spec.log_dir / "gate-times.txt");
+    spec.on_gate_start = [&progress](const std::string& gate) { progress.gate(gate); };
     run_and_score(lab, spec, opts.sanitize, opts.sanitize_strict);
+    progress.done(lab);
     result.compile_seconds += lab.compile_seconds;
     result.run_seconds += lab.run_seconds;
     result.labs.push_back(std::move(lab));

@@ -130,6 +130,7 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
       current_open = a.parser.open_gate();
       open_since = Clock::now();
       open_from = quiet_from;
+      if (!current_open.empty() && spec.on_gate_start) spec.on_gate_start(current_open);
     }
   };
   const int cores = usable_cpus();
@@ -531,6 +532,8 @@ ToolOutcome sanitize_once(const LabResult& lab, const GateRunSpec& base, const s
   s.gate_time_limit_s = base.gate_time_limit_s * 10;  // instrumented kernels run 10-100x slower
   s.time_limit_s = time_limit_s;
   s.log_tag = tag;
+  if (base.on_gate_start)
+    s.on_gate_start = [show = base.on_gate_start, tool](const std::string& gate) { show(gate + " (" + tool + ")"); };
   set_env(s.process, "LABKIT_SANITIZER", tool);
   set_env(s.process, "LABKIT_SANITIZER_SMALL", "1");  // labkit::gate::SanitizerCap keeps a sixteenth of its cap
   LabResult scratch = lab;
@@ -578,6 +581,7 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
       if (ids.empty()) continue;
       const std::string tag = tool + (hidden ? "-hidden-" : "-");
       ToolOutcome all = sanitize_once(lab, base, tool, ids, tag + "all-", spec.sanitizer_time_limit_s);
+      lab.run_seconds += all.seconds;  // the grading time reported includes the checks
       char took[32];
       std::snprintf(took, sizeof took, "%.1f s", all.seconds);
       std::string note = tool + ": " + std::to_string(ids.size()) + (hidden ? " hidden" : "") +
@@ -597,6 +601,7 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
         ToolOutcome one = sanitize_once(lab, base, tool, {id}, tag + safe_file_name(id) + "-",
                                         spec.sanitizer_time_limit_s);
         spent += one.seconds;
+        lab.run_seconds += one.seconds;
         if (one.errors == 0) continue;
         attributed += one.errors;
         for (auto& g : lab.gates) {

@@ -35,6 +35,8 @@ struct GateRunSpec {
   // or student turns them off (--no-sanitizer-checks); the rubric's sanitizer_time_limit_s per tool.
   bool sanitizer_checks = true;
   double sanitizer_time_limit_s = 120;
+  // Called on the grader's thread each time a gate starts (its id), for a progress display; may be empty.
+  std::function<void(const std::string& gate)> on_gate_start;
 };
 
 // Runs the gates of `lab` whose ids are in `gate_ids` (all graded gates when empty) and stores each outcome
