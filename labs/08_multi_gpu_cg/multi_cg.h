@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -85,6 +86,9 @@ class Team {
       }
     }
     if (distinct_ && devices_.size() > 1) {
+      // No NVLink multicast (NVLS): the lab's exchanges are point-to-point and small reductions, and multicast
+      // objects are a machine-wide resource that shared GPU machines keep off. A value set by the user wins.
+      setenv("NCCL_NVLS_ENABLE", "0", 0);
       comms_.resize(devices_.size());
       LAB08_NCCL(ncclCommInitAll(comms_.data(), int(devices_.size()), devices_.data()));
     }

@@ -110,9 +110,10 @@ class AllgatherSolver final : public Solver {
     work_.resize(std::size_t(team.parts()));
     for (int k = 0; k < team.parts(); ++k) {
       team.use(k);
-      const std::size_t m = std::size_t(rows(k));
+      // At least one element each: an empty part (more parts than rows) still has valid pointers.
+      const std::size_t m = std::max<std::size_t>(1, std::size_t(rows(k)));
       PartWork& w = work_[std::size_t(k)];
-      w.p_full = labkit::DeviceBuffer<double>(std::size_t(n_));
+      w.p_full = labkit::DeviceBuffer<double>(std::max<std::size_t>(1, std::size_t(n_)));
       w.x = labkit::DeviceBuffer<double>(m);
       w.r = labkit::DeviceBuffer<double>(m);
       w.Ap = labkit::DeviceBuffer<double>(m);

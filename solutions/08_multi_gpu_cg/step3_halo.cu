@@ -56,12 +56,12 @@ std::vector<HaloPlan> plan_halo(const labkit::Csr& A, const std::vector<int>& bo
     for (int i = 0; i <= m; ++i) h.local.row_ptr[std::size_t(i)] = A.row_ptr[std::size_t(h.row_begin + i)] - e0;
     h.local.values.assign(A.values.begin() + e0, A.values.begin() + e1);
     h.local.col_idx.resize(std::size_t(e1 - e0));
+    std::vector<std::pair<int, double>> row;  // one buffer for all rows: 10^8 rows must not mean 10^8 allocations
     for (int i = 0; i < m; ++i) {
       // Own columns keep their order and halo columns are ascending too, but a row mixing columns below and
       // above its block would put halo ones (numbered >= m) before own ones: each row is re-sorted.
       const int a = h.local.row_ptr[std::size_t(i)], b = h.local.row_ptr[std::size_t(i) + 1];
-      std::vector<std::pair<int, double>> row;
-      row.reserve(std::size_t(b - a));
+      row.clear();
       for (int e = a; e < b; ++e) {
         const int c = A.col_idx[std::size_t(e0 + e)];
         const int lc = (c >= h.row_begin && c < h.row_end)
@@ -206,6 +206,7 @@ class HaloSolver final : public Solver {
       w.interior = up(h.interior_rows);
       w.boundary = up(h.boundary_rows);
       w.send_idx = up(send_idx);
+      plans_[std::size_t(q)].local = labkit::Csr{};  // on the device now; the host copy would double host memory
       w.send = labkit::DeviceBuffer<double>(std::max<std::size_t>(1, send_idx.size()));
       w.p_ext = labkit::DeviceBuffer<double>(std::max<std::size_t>(1, std::size_t(w.m + w.halo)));
       for (auto* v : {&w.x, &w.r, &w.Ap, &w.b}) *v = labkit::DeviceBuffer<double>(std::max<std::size_t>(1, w.m));

@@ -222,6 +222,7 @@ class DeviceScalarSolver final : public Solver {
       w.interior = up(h.interior_rows);
       w.boundary = up(h.boundary_rows);
       w.send_idx = up(send_idx);
+      plans_[std::size_t(q)].local = labkit::Csr{};  // on the device now; the host copy would double host memory
       w.send = labkit::DeviceBuffer<double>(std::max<std::size_t>(1, send_idx.size()));
       w.p_ext = labkit::DeviceBuffer<double>(std::max<std::size_t>(1, std::size_t(w.m + w.halo)));
       for (auto* v : {&w.x, &w.r, &w.Ap, &w.b}) *v = labkit::DeviceBuffer<double>(std::max<std::size_t>(1, w.m));

@@ -341,23 +341,17 @@ void check_fixed_iterations(Scheme s, const lab08::Team& team, const labkit::Csr
 
 void check_failures(Scheme s, const lab08::Team& team) {
   const std::string ctx = std::string(name(s)) + ", " + team.describe();
-  // Indefinite: a diagonal with negative entries; p^T A p <= 0 shows up at once or after a few iterations.
+  // Negative definite (-Poisson): p^T A p < 0 in the first iteration.
   {
-    std::vector<int> r, c;
-    std::vector<double> v;
-    for (int i = 0; i < 301; ++i) {
-      r.push_back(i);
-      c.push_back(i);
-      v.push_back(i % 3 == 0 ? -2.0 : 1.0 + i * 0.01);
-    }
-    const auto A = labkit::from_triplets(301, 301, r, c, v);
+    auto A = labkit::poisson2d(17, 13);
+    for (double& v : A.values) v = -v;
     auto solver = make(s, team, A);
     lab08::CgOptions opt;
     opt.max_iter = 200;
     std::vector<double> x;
-    const auto res = solver->solve(std::vector<double>(301, 1.0), x, opt);
-    if (res.status != labkit::CgStatus::not_spd) fail_at(ctx + ", indefinite diagonal", "expected not_spd; got: " + res.message);
-    if (!all_finite(x)) fail_at(ctx + ", indefinite diagonal", "x is not finite");
+    const auto res = solver->solve(std::vector<double>(std::size_t(A.rows), 1.0), x, opt);
+    if (res.status != labkit::CgStatus::not_spd) fail_at(ctx + ", -Poisson", "expected not_spd; got: " + res.message);
+    if (x.size() != std::size_t(A.rows) || !all_finite(x)) fail_at(ctx + ", -Poisson", "x is not finite");
   }
   // b = 0: x = 0 at once.
   {
@@ -384,7 +378,7 @@ void check_solver(Scheme s, const std::vector<std::vector<int>>& teams) {
 }
 
 // ---- speed --------------------------------------------------------------------------------------------------------
-constexpr int kItersShort = 10, kItersLong = 110;
+constexpr int kItersShort = 10, kItersLong = 310;  // 300 iterations: well above the noise of the b upload
 
 const labkit::Csr& big_poisson() {
   static const labkit::Csr A = labkit::poisson2d(3163, 3163);  // 10^7 rows
@@ -413,7 +407,7 @@ void speed_gate(Scheme s) {
     base.run(iters);
     labkit::CheckOptions o;
     o.name = "x";
-    o.tolerance = 1e-6;  // 110 iterations in two summation orders: far below any stale-halo error
+    o.tolerance = 1e-6;  // 310 iterations in two summation orders: far below any stale-halo error
     labkit::gate::require(labkit::check_close(x, base.x(), o),
                           std::string(name(s)) + ", the last timed solve against the one-GPU CG on the same b");
   };
