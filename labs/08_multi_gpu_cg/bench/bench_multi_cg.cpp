@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
       return a == "--help" ? 0 : 2;
     }
   }
+  setenv("NCCL_NVLS_ENABLE", "0", 0);  // no NVLink multicast (see multi_cg.h); a value already set wins
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::cerr << "lab08 bench: no CUDA device\n";

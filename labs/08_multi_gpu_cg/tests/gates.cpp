@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -170,7 +171,10 @@ const lab08::Team& team_of(const std::vector<int>& devices) {
   // Never destroyed: tearing NCCL communicators down after the CUDA runtime has shut down at exit is not safe.
   static auto* teams = new std::map<std::vector<int>, std::unique_ptr<lab08::Team>>;
   auto& t = (*teams)[devices];
-  if (!t) t = std::make_unique<lab08::Team>(devices);
+  if (!t) {
+    setenv("NCCL_NVLS_ENABLE", "0", 0);  // no NVLink multicast: see multi_cg.h (a value already set wins)
+    t = std::make_unique<lab08::Team>(devices);
+  }
   return *t;
 }
 std::vector<std::vector<int>> virtual_teams() { return {{0}, {0, 0}, {0, 0, 0}, {0, 0, 0, 0}}; }

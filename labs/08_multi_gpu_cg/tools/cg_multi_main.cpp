@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    setenv("NCCL_NVLS_ENABLE", "0", 0);  // no NVLink multicast (see multi_cg.h); a value already set wins
     int count = 0;
     LABKIT_CUDA(cudaGetDeviceCount(&count));
     if (devices == 0) devices = virt ? 2 : count;
