@@ -6,7 +6,8 @@ if(TARGET LabKit::nccl)
   return()
 endif()
 find_path(LABS_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
-find_library(LABS_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib $ENV{NCCL_HOME}/lib64)
+# libnccl.so.2 too: a runtime-only install (libnccl2 without libnccl-dev) has no unversioned link.
+find_library(LABS_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib $ENV{NCCL_HOME}/lib64)
 if(LABS_NCCL_INCLUDE_DIR AND LABS_NCCL_LIBRARY)
   add_library(LabKit::nccl SHARED IMPORTED GLOBAL)
   set_target_properties(LabKit::nccl PROPERTIES IMPORTED_LOCATION ${LABS_NCCL_LIBRARY}
