@@ -57,10 +57,18 @@ std::vector<HaloPlan> plan_halo(const labkit::Csr& A, const std::vector<int>& bo
     h.local.values.assign(A.values.begin() + e0, A.values.begin() + e1);
     h.local.col_idx.resize(std::size_t(e1 - e0));
     std::vector<std::pair<int, double>> row;  // one buffer for all rows: 10^8 rows must not mean 10^8 allocations
+    std::size_t next_boundary = 0;  // boundary_rows is ascending: walk it alongside i
     for (int i = 0; i < m; ++i) {
+      const int a0 = h.local.row_ptr[std::size_t(i)], b0 = h.local.row_ptr[std::size_t(i) + 1];
+      if (next_boundary >= h.boundary_rows.size() || h.boundary_rows[next_boundary] != i) {
+        // An interior row: every column is its own, so the shift keeps the order (the common, fast case).
+        for (int e = a0; e < b0; ++e) h.local.col_idx[std::size_t(e)] = A.col_idx[std::size_t(e0 + e)] - h.row_begin;
+        continue;
+      }
+      ++next_boundary;
       // Own columns keep their order and halo columns are ascending too, but a row mixing columns below and
       // above its block would put halo ones (numbered >= m) before own ones: each row is re-sorted.
-      const int a = h.local.row_ptr[std::size_t(i)], b = h.local.row_ptr[std::size_t(i) + 1];
+      const int a = a0, b = b0;
       row.clear();
       for (int e = a; e < b; ++e) {
         const int c = A.col_idx[std::size_t(e0 + e)];
