@@ -25,8 +25,9 @@ void check_args(const void* keys, std::size_t n, const char* step) {
 // Step 3. Pick the chunk: the largest power of two of keys that fits in a block's shared memory
 // (cudaDevAttrMaxSharedMemoryPerBlockOptin; above 48 KiB call cudaFuncSetAttribute(...MaxDynamicSharedMemorySize)).
 // Kernel A sorts each chunk entirely in shared memory (stages k = 2 .. chunk, __syncthreads() between steps).
-// For each larger stage k: the steps j >= chunk with step 2's global kernel, then kernel B does all j < chunk of
-// each chunk in shared memory. Load and store the chunk coalesced; skip padding slots as in step 2.
+// For each larger stage k: the steps j >= chunk with step 2's global kernel (copy it into this file: every step
+// file compiles and is graded on its own), then kernel B does all j < chunk of each chunk in shared memory. Load
+// and store the chunk coalesced; skip padding slots as in step 2.
 void sort_shared(float* keys, std::size_t n, Order order) {
   check_args(keys, n, "step 3 (sort_shared)");
   (void)order;
