@@ -1,12 +1,16 @@
 // Lab 04 tuning harness (not part of the lab): correctness of steps 3 and 5 at large n against std::sort, then
 // timings of step 1, step 3, step 5 and thrust::sort (labkit::compare_speed, interleaved), ratios, and a per-kernel
-// breakdown at 2^24. Build from the repository root (after the main build made liblabkit.a):
+// breakdown at 2^24. It includes step 5's file (for its kernel templates) and links steps 1 and 3 (step 3's kernels
+// are timed in tune04_step3.cu, which includes that file: two step files cannot share one translation unit, as each
+// repeats its small helpers). Build from the repository root (after the main build made liblabkit.a):
 //   nvcc -std=c++17 -O3 -arch=sm_90 --extended-lambda -Ilabs/04_bitonic_sort -Ilabs/04_bitonic_sort/tests \
-//     -Icommon/include tools/tuning/tune04.cu build/gpu/common/liblabkit.a -lcublas -lcusparse -o /tmp/tune04
+//     -Icommon/include tools/tuning/tune04.cu tools/tuning/tune04_step3.cu \
+//     solutions/04_bitonic_sort/step1_global_pow2.cu build/gpu/common/liblabkit.a -lcublas -lcusparse -o /tmp/tune04
 // Variants: add -DLAB04_FUSE_GLOBAL=4 (steps per fused global pass, 1..5) or -DLAB04_FUSE_SHARED=3 (1..5; 5 spills).
 // Usage: /tmp/tune04 [--quick]   (--quick: 2^24 only, no 2^26)
-#include "../../solutions/04_bitonic_sort/bitonic_sort.cu"
+#include "../../solutions/04_bitonic_sort/step5_fused.cu"
 #include "thrust_sort.cu"
+#include "tune04.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -142,23 +146,7 @@ void breakdown() {
   LABKIT_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   std::printf("breakdown at n = 2^24 (restore copy %.1f us subtracted; memcpy %.0f GB/s)\n", copy_ms * 1e3,
               labkit::memcpy_bandwidth_gbs());
-  // Step 3's kernels.
-  {
-    const u32 chunk = shared_chunk(sizeof(float));
-    const std::size_t smem = std::size_t(chunk) * sizeof(float);
-    LABKIT_CUDA(cudaFuncSetAttribute(bitonic_sort_chunks_shared_kernel<false>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    LABKIT_CUDA(cudaFuncSetAttribute(bitonic_merge_chunks_shared_kernel<false>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    kernel("step 3 global step (j = 2^20, plain)", [&] { global_step<false>(work.data(), nullptr, N, N, 1u << 20, false, 0); });
-    kernel("step 3 global step (j = 2^23, mirror)", [&] { global_step<false>(work.data(), nullptr, N, N, 1u << 23, true, 0); });
-    kernel("step 3 kernel A (sort chunks of 2^15)", [&] {
-      bitonic_sort_chunks_shared_kernel<false><<<N / chunk, 1024, smem>>>(work.data(), nullptr, N, chunk, 0);
-    });
-    kernel("step 3 kernel B (merge chunks, 15 steps)", [&] {
-      bitonic_merge_chunks_shared_kernel<false><<<N / chunk, 1024, smem>>>(work.data(), nullptr, N, chunk, 0);
-    });
-  }
+  tune04::breakdown_step3(work.data(), N, kernel);  // step 3's kernels (tune04_step3.cu)
   // Step 5's kernels.
   {
     const int lc = fused_log_chunk(N, optin);
