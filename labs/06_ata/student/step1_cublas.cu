@@ -1,6 +1,6 @@
-// Lab 06, step 1 - your implementation (cuBLAS). Replace the `throw labkit::NotImplemented(...)` with the
-// step, then run your gates: ctest --preset gpu -L lab06 -L student (or: labgrade 06). The walkthrough
-// (labs/06_ata/README.md) explains the step and what its gates check.
+// Lab 06, step 1 - your implementation (cuBLAS). Replace the `throw labkit::NotImplemented(...)` with the step, then
+// run your gates: ctest --preset gpu -L lab06 -L student (or: labgrade 06). The walkthrough (labs/06_ata/README.md)
+// explains the step and what its gates check.
 //
 // Reminder: C(i, j) = sum_k A(k, i) * A(k, j) with A row-major M x N (A(k, i) = A[k * N + i]); write ALL of C.
 // Use std::size_t for k * N + i (N * N exceeds 2^31 for N > 46340). Call LABKIT_CHECK_LAUNCH() after every launch.

@@ -1,5 +1,5 @@
-// Lab 06, step 3 - your implementation (shared-memory tiles). Replace the `throw labkit::NotImplemented(...)` with the
-// step, then run your gates: ctest --preset gpu -L lab06 -L student (or: labgrade 06). The walkthrough
+// Lab 06, step 3 - your implementation (shared-memory tiles). Replace the `throw labkit::NotImplemented(...)` with
+// the step, then run your gates: ctest --preset gpu -L lab06 -L student (or: labgrade 06). The walkthrough
 // (labs/06_ata/README.md) explains the step and what its gates check.
 //
 // Reminder: C(i, j) = sum_k A(k, i) * A(k, j) with A row-major M x N (A(k, i) = A[k * N + i]); write ALL of C.

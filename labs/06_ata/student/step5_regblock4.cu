@@ -1,5 +1,5 @@
-// Lab 06, step 5 - your implementation (a 4 x 4 block per thread). Replace the `throw labkit::NotImplemented(...)` with the
-// step, then run your gates: ctest --preset gpu -L lab06 -L student (or: labgrade 06). The walkthrough
+// Lab 06, step 5 - your implementation (a 4 x 4 block per thread). Replace the `throw labkit::NotImplemented(...)`
+// with the step, then run your gates: ctest --preset gpu -L lab06 -L student (or: labgrade 06). The walkthrough
 // (labs/06_ata/README.md) explains the step and what its gates check.
 //
 // Reminder: C(i, j) = sum_k A(k, i) * A(k, j) with A row-major M x N (A(k, i) = A[k * N + i]); write ALL of C.
@@ -15,7 +15,7 @@ namespace lab06 {
 // ty + 16a and columns tx + 16b (a, b = 0..3). Start from a copy of your step 4 and change the geometry: per k a
 // thread now reads 4 + 4 values from shared memory for 16 FMAs (step 4: 6 for 9). Which resource limited step 4's
 // inner loop on an SM that serves one shared-memory wavefront and two warp-wide DFMAs per clock? Check with
-// -Xptxas -v that the 32 accumulators do not spill.
+// -Xptxas -v that the 16 accumulators do not spill.
 void ata_regblock4(int M, int N, const double* A, double* C) {
   check_sizes(M, N);
   (void)A, (void)C;

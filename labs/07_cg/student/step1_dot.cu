@@ -1,7 +1,7 @@
-// Lab 07, step 1 - your implementation (the two-pass dot product). Replace the `throw labkit::NotImplemented(...)` with the
-// step, then run your gates: ctest --preset gpu -L lab07 -L student (or: labgrade 07). The walkthrough
-// (labs/07_cg/README.md) explains the step and what its gates check. The argument checks at the top of each
-// function are given (lab07::args in cg.h): keep them, the gates call the functions with impossible arguments.
+// Lab 07, step 1 - your implementation (the two-pass dot product). Replace the `throw labkit::NotImplemented(...)`
+// with the step, then run your gates: ctest --preset gpu -L lab07 -L student (or: labgrade 07). The walkthrough
+// (labs/07_cg/README.md) explains the step and what its gates check. The argument checks at the top of each function
+// are given (lab07::args in cg.h): keep them, the gates call the functions with impossible arguments.
 #include <string>
 
 #include "cg.h"

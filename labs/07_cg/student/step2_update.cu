@@ -1,7 +1,7 @@
 // Lab 07, step 2 - your implementation (vector updates). Replace the `throw labkit::NotImplemented(...)` with the
 // step, then run your gates: ctest --preset gpu -L lab07 -L student (or: labgrade 07). The walkthrough
-// (labs/07_cg/README.md) explains the step and what its gates check. The argument checks at the top of each
-// function are given (lab07::args in cg.h): keep them, the gates call the functions with impossible arguments.
+// (labs/07_cg/README.md) explains the step and what its gates check. The argument checks at the top of each function
+// are given (lab07::args in cg.h): keep them, the gates call the functions with impossible arguments.
 #include <string>
 
 #include "cg.h"
@@ -27,8 +27,8 @@ void xpby(int n, const double* x, double b, double* y) {
 }
 
 // Step 2. The fused update: in ONE grid-stride loop x[i] += alpha p[i], r[i] -= alpha Ap[i], and accumulate the new
-// r[i]^2; then the block reduction of step 1b and the second pass into *rr. Count the bytes: 48 per element here,
-// 64 for axpy + axpy + dot.
+// r[i]^2; then step 1b's block reduction and second pass into *rr (copy those device helpers into this file: each
+// step file compiles on its own). Count the bytes: 48 per element here, 64 for axpy + axpy + dot.
 void update_xr(int n, double alpha, const double* p, const double* Ap, double* x, double* r, double* partials,
                double* rr, int blocks_per_sm) {
   args::n(n, "update_xr");

@@ -100,10 +100,11 @@ inline std::string describe(const labkit::Csr& A) {
   return os.str();
 }
 
-// ---- Steps 4 and 6: which solver -------------------------------------------------------------------------------------
+// ---- Steps 4 and 6: which solver ---------------------------------------------------------------------------------
 enum class Solver { loop, graph };
 inline const char* name(Solver s) { return s == Solver::loop ? "step 4 (cg_solve)" : "step 6 (cg_solve_graph)"; }
-inline lab07::CgResult solve(Solver s, const lab07::DeviceCsr& A, const double* b, double* x, const lab07::CgOptions& o) {
+inline lab07::CgResult solve(Solver s, const lab07::DeviceCsr& A, const double* b, double* x,
+                             const lab07::CgOptions& o) {
   return s == Solver::loop ? lab07::cg_solve(A, b, x, o) : lab07::cg_solve_graph(A, b, x, o);
 }
 
