@@ -21,7 +21,7 @@ unsigned upper_blocks(int T) {
 }
 
 // Linear index b -> tile (bi, bj) with bi <= bj, row by row: row r holds the T - r tiles bj = r .. T-1.
-// A loop of at most T cheap steps per block (T = 171 at N = 8192 with 48-wide tiles): microseconds, against a
+// A loop of at most T cheap steps per block (T = 64 at N = 8192 with 128-wide tiles): microseconds, against a
 // block that runs for a millisecond or more. Consecutive b share bi, so neighbouring blocks reuse panel P in L2.
 __device__ __forceinline__ void upper_tile(int b, int T, int& bi, int& bj) {
   int r = 0;
