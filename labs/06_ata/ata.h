@@ -5,9 +5,11 @@
 // function OVERWRITES all of it, both triangles: C(i, j) = sum_k A(k, i) * A(k, j), the dot product of columns i
 // and j of A. C is symmetric, which the later steps exploit. Any M, N >= 1 must work; a size < 1 throws
 // std::invalid_argument. Work goes on the default stream; the functions return without waiting (the gates
-// synchronize).
+// synchronize). A and C need not be 16-byte aligned (the gates pass pointers one double past an aligned address).
 #pragma once
 #include <cublas_v2.h>
+
+#include <stdexcept>
 
 namespace lab06 {
 
@@ -29,16 +31,25 @@ void ata_tiled(int M, int N, const double* A, double* C);
 // once from shared memory per k and reused from registers.
 void ata_regblock(int M, int N, const double* A, double* C);
 
-// Step 5: step 4 plus prefetching: the next tile is loaded into registers while the current one is multiplied,
-// two shared-memory buffers, one barrier per tile.
-void ata_prefetch(int M, int N, const double* A, double* C);
+// Step 5: step 4 with a wider block per thread: 4 x 4 elements of C (a 64 x 64 tile per block of 16 x 16 threads),
+// so that every value read from shared memory feeds 4 FMAs instead of 3.
+void ata_regblock4(int M, int N, const double* A, double* C);
 
 // Step 6: step 5 plus symmetry: only the blocks on or above the diagonal of C compute; each writes its tile and
 // the mirror image. About half the arithmetic of step 5.
 void ata_symmetric(int M, int N, const double* A, double* C);
 
-// Step 7 (expert, optional): fp64 tensor cores (mma.sync m8n8k4 f64, sm_80 or newer) with symmetry. Throws
-// std::runtime_error on a device older than sm_80.
+// Step 7a (expert, optional): fp64 tensor cores (mma.sync m8n8k4 f64, sm_80 or newer) with symmetry. Throws
+// std::runtime_error on a device older than sm_80, or when the program holds no sm_80+ code for the kernel.
 void ata_tensor_core(int M, int N, const double* A, double* C);
+
+// Step 7b (expert, optional): the Hopper shapes (mma.sync m16n8k8 f64, sm_90 only) fed by a cp.async pipeline, with
+// symmetry. Throws std::runtime_error on a device other than sm_90, or when the program holds no sm_90 code.
+void ata_tensor_core_sm90(int M, int N, const double* A, double* C);
+
+// Given (every step calls it first): sizes below 1 have no meaning here; refuse them before launching anything.
+inline void check_sizes(int M, int N) {
+  if (M < 1 || N < 1) throw std::invalid_argument("lab06: M and N must be >= 1");
+}
 
 }  // namespace lab06

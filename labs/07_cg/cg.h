@@ -8,6 +8,7 @@
 // (steps 1-3) return without waiting for the GPU; the solvers (steps 4, 6) synchronize, since they read scalars.
 #pragma once
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,24 @@ struct DeviceCsr {
 constexpr int kMaxPartials = 4096;
 constexpr int kMaxBlocksPerSm = 16;
 constexpr int kDefaultBlocksPerSm = 4;
+
+// ---- Argument checks (given: every step file calls them first; the gates pass impossible arguments too) ---------
+namespace args {
+inline void n(int n, const char* what) {
+  if (n < 0) throw std::invalid_argument(std::string("lab07: ") + what + ": n must be >= 0");
+}
+inline void ptr(const void* p, int n, const char* what) {
+  if (n > 0 && !p) throw std::invalid_argument(std::string("lab07: ") + what + ": null pointer for a non-empty array");
+}
+inline void scalar_out(const void* partials, const void* result, const char* what) {
+  if (!partials || !result)
+    throw std::invalid_argument(std::string("lab07: ") + what + ": partials and the result must not be null");
+}
+inline void blocks_per_sm(int bps) {
+  if (bps < 1 || bps > kMaxBlocksPerSm)
+    throw std::invalid_argument("lab07: blocks_per_sm must be in [1, " + std::to_string(kMaxBlocksPerSm) + "]");
+}
+}  // namespace args
 
 // ---- Step 1: dot product --------------------------------------------------------------------------------------
 // *result = sum_i x[i] * y[i] (result is a DEVICE pointer to one double; n == 0 gives 0). Deterministic: the same
@@ -67,6 +86,29 @@ struct CgOptions {
   std::function<void(int, double)> progress;
 };
 
+namespace args {
+inline void csr(const DeviceCsr& A, const char* what) {
+  if (A.rows < 0 || A.cols < 0 || A.nnz < 0)
+    throw std::invalid_argument(std::string("lab07: ") + what + ": negative matrix size");
+  if (!A.row_ptr) throw std::invalid_argument(std::string("lab07: ") + what + ": row_ptr is null");
+  ptr(A.col_idx, A.nnz, what);
+  ptr(A.values, A.nnz, what);
+}
+inline void solver(const DeviceCsr& A, const double* b, const double* x, const CgOptions& opt, const char* what) {
+  csr(A, what);
+  if (A.rows != A.cols)
+    throw std::invalid_argument(std::string("lab07: ") + what + ": the matrix is " + std::to_string(A.rows) + " x " +
+                                std::to_string(A.cols) + ", CG needs a square one");
+  ptr(b, A.rows, what);
+  ptr(x, A.rows, what);
+  if (!(opt.rel_tol >= 0)) throw std::invalid_argument(std::string("lab07: ") + what + ": rel_tol must be >= 0");
+  if (opt.max_iter < 0) throw std::invalid_argument(std::string("lab07: ") + what + ": max_iter must be >= 0");
+  blocks_per_sm(opt.blocks_per_sm);
+  if (opt.graph_iterations < 1)
+    throw std::invalid_argument(std::string("lab07: ") + what + ": graph_iterations must be >= 1");
+}
+}  // namespace args
+
 struct CgResult {
   labkit::CgStatus status = labkit::CgStatus::max_iterations;  // see labkit/sparse.h for the meaning of each
   int iterations = 0;              // iterations performed (one SpMV each)
@@ -86,18 +128,12 @@ CgResult cg_solve(const DeviceCsr& A, const double* b, double* x, const CgOption
 struct TuneResult {
   int blocks_per_sm = 0;     // the choice, in [1, kMaxBlocksPerSm]
   std::vector<double> ms;    // ms[k]: measured time with k + 1 blocks per SM, for every count tried, in order
-                             // (empty when the choice came from the cache)
-  bool from_cache = false;
-  std::string cache_key;     // "<GPU name>|<size class>"
 };
 // Times one dot_shuffle + one update_xr on n-element vectors for blocks_per_sm = 1, 2, 3, ... and stops at the
 // first local minimum: the first count whose time is not lower than the previous one ends the search, and the
-// previous count is chosen (kMaxBlocksPerSm if the times keep falling). With a non-empty cache_path the choice is
-// looked up first and stored after timing, keyed by GPU name and size class; an unreadable, corrupt or unwritable
-// cache is ignored (a note on stderr), never an error. n < 1 throws std::invalid_argument.
-TuneResult tune_blocks_per_sm(int n, const std::string& cache_path);
-// $XDG_CACHE_HOME/cuda-labs/lab07_blocks_per_sm.tsv, else ~/.cache/cuda-labs/...; "" when neither is known.
-std::string default_tuning_cache();
+// previous count is chosen (kMaxBlocksPerSm if the times keep falling). n < 1 throws std::invalid_argument.
+// (Remembering the choice between runs is the cg tool's business: labs/07_cg/tools/tuning_cache.h.)
+TuneResult tune_blocks_per_sm(int n);
 
 // ---- Step 6: fewer launches and synchronizations -------------------------------------------------------------------
 // Same contract and results as cg_solve, but alpha, beta and r^T r stay on the device and opt.graph_iterations

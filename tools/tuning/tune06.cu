@@ -3,10 +3,11 @@
 // exact symmetry, every element written), then times cublasDgemm, cublasDsyrk (one triangle, no mirror), the old
 // and the new step 7 with labkit::compare_speed (interleaved with Dgemm; ratio = Dgemm median / variant median).
 // Build from the repo root:
-//   nvcc -std=c++17 -O3 -arch=sm_90 -Ilabs/06_ata -Icommon/include tools/tuning/tune06.cu build/gpu/common/liblabkit.a \
-//        -lcublas -lcusparse -o /tmp/tune06
+//   nvcc -std=c++17 -O3 -arch=sm_90 -Ilabs/06_ata -Icommon/include tools/tuning/tune06.cu \
+//        solutions/06_ata/step7a_tensor_core.cu build/gpu/common/liblabkit.a -lcublas -lcusparse -o /tmp/tune06
+// (It includes step 7b's file, to reach its kernel templates, and links step 7a's for the m8n8k4 kernel.)
 // Run: /tmp/tune06 [--quick]   (--quick: 8192 x 8192 only, KM=8 variants only)
-#include "../../solutions/06_ata/ata.cu"
+#include "../../solutions/06_ata/step7b_tensor_core_sm90.cu"
 
 #include <algorithm>
 #include <cmath>
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
   };
 
   std::vector<Variant> variants = {
-      {"old step7 m8n8k4", lab06::launch_dmma_m8n8k4, true, lab06::tc::BT},
+      {"step 7a m8n8k4", lab06::ata_tensor_core, true, 128},
       sm90<8, 32, 3>(),
       sm90<8, 16, 4>(),
   };
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
     variants.push_back(sm90<4, 16, 4>());
     variants.push_back(sm90<8, 16, 3>());
   }
-  variants.push_back({"lab06::ata_tensor_core", lab06::ata_tensor_core, true, 0});
+  variants.push_back({"lab06::ata_tensor_core_sm90", lab06::ata_tensor_core_sm90, true, 0});
 
   struct Shape {
     int M, N;
@@ -154,8 +155,8 @@ int main(int argc, char** argv) {
                   t_syrk / ms, ok ? "ok  " : "FAIL", ck.rel, ck.asym, ck.nonfinite);
     }
   }
-  std::printf("\n* = the configuration ata_tensor_core uses (kTunedSm90 = %s, KM %d, BK %d, stages %d)\n",
-              lab06::kTunedSm90 ? "true" : "false", lab06::kTunedKM, lab06::kTunedBK, lab06::kTunedStages);
+  std::printf("\n* = the configuration ata_tensor_core_sm90 uses (KM %d, BK %d, stages %d)\n", lab06::kTunedKM,
+              lab06::kTunedBK, lab06::kTunedStages);
   std::printf("%s\n", all_ok ? "all checks passed" : "SOME CHECKS FAILED");
   return all_ok ? 0 : 1;
 }

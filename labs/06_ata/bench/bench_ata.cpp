@@ -56,9 +56,10 @@ int main(int argc, char** argv) {
       {"step2_naive", lab06::ata_naive},
       {"step3_tiled", lab06::ata_tiled},
       {"step4_regblock", lab06::ata_regblock},
-      {"step5_prefetch", lab06::ata_prefetch},
+      {"step5_regblock4", lab06::ata_regblock4},
       {"step6_symmetric", lab06::ata_symmetric},
-      {"step7_tensor_core", lab06::ata_tensor_core},
+      {"step7a_tensor_core", lab06::ata_tensor_core},
+      {"step7b_tensor_core_sm90", lab06::ata_tensor_core_sm90},
   };
   // The reference library calls (not the student's step 1) give the baseline columns of the table.
   auto ref_dgemm = [&](int M, int N, const double* A, double* C) {

@@ -19,6 +19,7 @@
 #include "ata.h"
 #include "naive_ata.h"
 #include "labkit/cublas.h"
+#include "labkit/device.h"
 #include "labkit/gate.h"
 #include "labkit/launches.h"
 #include "labkit/guard.h"
@@ -28,11 +29,12 @@
 
 namespace {
 
-enum class Step { gemm = 0, syrk, naive, tiled, regblock, prefetch, symmetric, tensor_core };
+enum class Step { gemm = 0, syrk, naive, tiled, regblock, regblock4, symmetric, tensor_core, tensor_core_sm90 };
 const char* const kStepName[] = {"step 1 (cublasDgemm)",        "step 1 (cublasDsyrk + mirror)",
                                  "step 2 (naive)",              "step 3 (shared-memory tiles)",
-                                 "step 4 (register blocking)",  "step 5 (prefetch, double buffering)",
-                                 "step 6 (symmetric tiles)",    "step 7 (fp64 tensor cores)"};
+                                 "step 4 (register blocking)",  "step 5 (4 x 4 register blocks)",
+                                 "step 6 (symmetric tiles)",    "step 7a (fp64 tensor cores, m8n8k4)",
+                                 "step 7b (fp64 tensor cores, sm_90 m16n8k8)"};
 const char* name(Step s) { return kStepName[int(s)]; }
 
 labkit::CublasHandle& cublas() {
@@ -47,9 +49,10 @@ void run(Step s, int M, int N, const double* A, double* C) {
     case Step::naive: return lab06::ata_naive(M, N, A, C);
     case Step::tiled: return lab06::ata_tiled(M, N, A, C);
     case Step::regblock: return lab06::ata_regblock(M, N, A, C);
-    case Step::prefetch: return lab06::ata_prefetch(M, N, A, C);
+    case Step::regblock4: return lab06::ata_regblock4(M, N, A, C);
     case Step::symmetric: return lab06::ata_symmetric(M, N, A, C);
     case Step::tensor_core: return lab06::ata_tensor_core(M, N, A, C);
+    case Step::tensor_core_sm90: return lab06::ata_tensor_core_sm90(M, N, A, C);
   }
 }
 
@@ -97,23 +100,45 @@ constexpr double kSanitizerCap = double(1 << 27);
 
 std::size_t at(int N, int i, int j) { return std::size_t(i) * N + j; }
 
+// One shape's inputs. offA / offC: the step gets A + offA and C + offC, pointers one double (8 bytes) off a 16-byte
+// boundary when 1, so that a vector path (float4, double2, 16-byte cp.async) taken without checking the alignment
+// faults or reads the wrong elements. The elements before C + offC belong to nobody and must stay untouched.
 struct Inputs {
   Shape s;
+  int offA, offC;
   std::vector<double> A;
   labkit::GuardedBuffer<double> dA, dC;
-  explicit Inputs(Shape sh)
+  Inputs(Shape sh, int offA_ = 0, int offC_ = 0)
       : s(sh),
+        offA(offA_),
+        offC(offC_),
         A(labkit::random_doubles(std::size_t(sh.M) * sh.N, labkit::gate::seed("A " + str(sh)))),
-        dA(A.size(), "A"),
-        dC(std::size_t(sh.N) * sh.N, "C") {
-    dA.upload(A);
+        dA(A.size() + offA_, "A"),
+        dC(std::size_t(sh.N) * sh.N + offC_, "C") {
+    std::vector<double> padded(offA, 1.0);  // the elements before A + offA: never part of any product
+    padded.insert(padded.end(), A.begin(), A.end());
+    dA.upload(padded);
+  }
+  const double* a() const { return dA.data() + offA; }
+  double* c() { return dC.data() + offC; }
+  std::string label() const {
+    return str(s) + (offA || offC ? ", A offset " + std::to_string(offA) + " C offset " + std::to_string(offC) +
+                                        " doubles (not 16-byte aligned)"
+                                  : std::string());
   }
   std::vector<double> run_step(Step step) {
     dC.poison();  // every element must be written by the call itself
     // Only the step's own kernels may run (step 1: cuBLAS too, rubric allow_libraries); timed calls: run().
-    labkit::gate::own_kernels(name(step), [&] { run(step, s.M, s.N, dA.data(), dC.data()); });
+    labkit::gate::own_kernels(name(step), [&] { run(step, s.M, s.N, a(), c()); });
     LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
-    return dC.download();
+    std::vector<double> all = dC.download();
+    for (int e = 0; e < offC; ++e)
+      if (!labkit::is_poison(all[e]))
+        FAIL(name(step) << ", " << label() << ": the element " << (offC - e)
+                        << " before C was written: the kernel rounded the pointer down to a 16-byte boundary (check "
+                           "the alignment before a vector access)\n  "
+                        << labkit::gate::reproduce_hint());
+    return std::vector<double>(all.begin() + offC, all.end());
   }
 };
 
@@ -170,7 +195,7 @@ labkit::Verdict check_exact_symmetry(const std::vector<double>& C, int N, Step s
     os.precision(17);
     os << "C is not exactly symmetric: " << bad << " of " << v.checked << " pairs differ, first C(" << fi << ","
        << fj << ") = " << C[at(N, fi, fj)] << " but C(" << fj << "," << fi << ") = " << C[at(N, fj, fi)] << ".\n  ";
-    if (step == Step::symmetric || step == Step::tensor_core || step == Step::syrk)
+    if (step == Step::symmetric || step == Step::tensor_core || step == Step::tensor_core_sm90 || step == Step::syrk)
       os << "Here C(j, i) should be a copy of C(i, j). On a diagonal tile both halves are computed: let only the"
             " elements with i <= j write (both places), so that each pair comes from one accumulator.";
     else
@@ -221,16 +246,19 @@ std::vector<std::pair<int, int>> sample_positions(const Shape& s) {
 }
 
 // Checks one step on one shape: guards, unmodified input, written triangles, value, exact symmetry, repeatability.
-void check_shape(Step step, const Shape& s) {
-  Inputs in(s);
+void check_shape(Step step, const Shape& s, int offA = 0, int offC = 0) {
+  Inputs in(s, offA, offC);
   const std::vector<double> out = in.run_step(step);
-  const std::string ctx = std::string(name(step)) + ", " + str(s);
+  const std::string ctx = std::string(name(step)) + ", " + in.label();
 
   for (const auto* buf : {&in.dA, &in.dC}) {
     auto g = buf->check_guards();
     if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
   }
-  labkit::gate::require(labkit::check_unmodified(in.dA.download(), in.A, "A"), ctx);
+  {
+    const auto all = in.dA.download();
+    labkit::gate::require(labkit::check_unmodified(std::vector<double>(all.begin() + offA, all.end()), in.A, "A"), ctx);
+  }
   const std::string tri = triangle_diagnosis(out, s.N);
   if (!tri.empty()) FAIL(ctx << ": " << tri << "\n  " << labkit::gate::reproduce_hint());
 
@@ -250,7 +278,7 @@ void check_shape(Step step, const Shape& s) {
     if (step != Step::gemm) {
       labkit::GuardedBuffer<double> trusted(std::size_t(s.N) * s.N, "C (cublasDgemm)");
       trusted.poison();
-      reference_dgemm(s.M, s.N, in.dA.data(), trusted.data());
+      reference_dgemm(s.M, s.N, in.a(), trusted.data());
       const auto t = trusted.download();
       labkit::gate::require(labkit::check_close_at(t, samples, opt), "the cublasDgemm cross-check itself, " + str(s));
       labkit::gate::require(labkit::check_close(out, t, opt), ctx + " (compared with cublasDgemm)");
@@ -264,10 +292,17 @@ void check_shape(Step step, const Shape& s) {
   labkit::gate::require(labkit::check_same_runs(out, again, opt), ctx);
 }
 
+// Pointers off a 16-byte boundary (lab 05's pattern): A, C or both one double past an aligned address, on shapes with
+// an even N (every row would otherwise be 16-byte aligned if the base were) and an odd one, over several tiles.
+const std::vector<std::pair<int, int>> kOffsets = {{1, 0}, {0, 1}, {1, 1}};
+const std::vector<Shape> kOffsetShapes = {{130, 256}, {257, 301}};
+
 void check_step(Step step) {
   labkit::gate::SanitizerCap cap(kSanitizerCap, "multiply-adds");
   for (const Shape& s : kShapes)
     if (!cap.skips(double(s.M) * s.N * s.N, str(s))) check_shape(step, s);
+  for (const Shape& s : kOffsetShapes)
+    for (auto [oa, oc] : kOffsets) check_shape(step, s, oa, oc);
 }
 
 // Speed: candidate vs a baseline the student cannot change (cublasDgemm, cublasDsyrk, or the gate's own naive
@@ -350,6 +385,13 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
   labkit::gate::require_speedup(cmp, baseline_name, name(candidate), gflop, "GFLOP");
 }
 
+// Step 7b's instructions exist on sm_90 only: elsewhere its gates skip with the reason (the grading GPU is an H100).
+void require_sm90() {
+  const auto dev = labkit::device_info();
+  if (dev.major != 9)
+    SKIP("step 7b uses mma.sync m16n8k8 f64, which only sm_90 devices have; this one is sm_" << dev.major << dev.minor);
+}
+
 }  // namespace
 
 TEST_CASE("cpu.reference", "[lab06][cpu]") {
@@ -382,15 +424,20 @@ TEST_CASE("step4.correct", "[lab06][step4][correctness]") {
 }
 TEST_CASE("step5.correct", "[lab06][step5][correctness]") {
   LABKIT_REQUIRE_GPU();
-  check_step(Step::prefetch);
+  check_step(Step::regblock4);
 }
 TEST_CASE("step6.correct", "[lab06][step6][correctness]") {
   LABKIT_REQUIRE_GPU();
   check_step(Step::symmetric);
 }
-TEST_CASE("step7.correct", "[lab06][step7][correctness]") {
+TEST_CASE("step7a.correct", "[lab06][step7a][correctness]") {
   LABKIT_REQUIRE_GPU();
   check_step(Step::tensor_core);
+}
+TEST_CASE("step7b.correct", "[lab06][step7b][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  require_sm90();
+  check_step(Step::tensor_core_sm90);
 }
 
 TEST_CASE("step3.speed", "[lab06][step3][speed]") {
@@ -398,16 +445,31 @@ TEST_CASE("step3.speed", "[lab06][step3][speed]") {
   // The gate's own naive kernel (what step 2 is), never the student's step 2.
   check_speed("the naive kernel (the gate's own)", lab06::baseline::naive_ata, Step::tiled, 2048, 2048, Step::naive);
 }
+TEST_CASE("step5.speed", "[lab06][step5][speed]") {
+  LABKIT_REQUIRE_GPU();
+  // cublasDgemm, never the student's step 4 (reported for information): the threshold sits above where step 4 lands.
+  check_speed("cublasDgemm", reference_dgemm, Step::regblock4, 4096, 4096, Step::regblock);
+}
 TEST_CASE("step6.speed", "[lab06][step6][speed]") {
   LABKIT_REQUIRE_GPU();
-  // cublasDgemm, never the student's step 4: the threshold sits above where steps 4 and 5 land against it.
-  check_speed("cublasDgemm", reference_dgemm, Step::symmetric, 4096, 4096, Step::regblock);
+  // cublasDgemm, never the student's step 5: the threshold sits above where step 5 lands against it.
+  check_speed("cublasDgemm", reference_dgemm, Step::symmetric, 4096, 4096, Step::regblock4);
 }
-TEST_CASE("step7.speed", "[lab06][step7][speed]") {
+TEST_CASE("step7a.speed", "[lab06][step7a][speed]") {
   LABKIT_REQUIRE_GPU();
   check_speed("cublasDgemm", reference_dgemm, Step::tensor_core, 8192, 8192);
 }
-TEST_CASE("step7.speed_syrk", "[lab06][step7][speed]") {
+TEST_CASE("step7a.speed_syrk", "[lab06][step7a][speed]") {
   LABKIT_REQUIRE_GPU();
   check_speed("cublasDsyrk (one triangle, no mirror)", reference_dsyrk_triangle, Step::tensor_core, 8192, 8192);
+}
+TEST_CASE("step7b.speed", "[lab06][step7b][speed]") {
+  LABKIT_REQUIRE_GPU();
+  require_sm90();
+  check_speed("cublasDgemm", reference_dgemm, Step::tensor_core_sm90, 8192, 8192, Step::tensor_core);
+}
+TEST_CASE("step7b.speed_syrk", "[lab06][step7b][speed]") {
+  LABKIT_REQUIRE_GPU();
+  require_sm90();
+  check_speed("cublasDsyrk (one triangle, no mirror)", reference_dsyrk_triangle, Step::tensor_core_sm90, 8192, 8192);
 }

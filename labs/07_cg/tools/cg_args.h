@@ -1,4 +1,5 @@
-// The command line of the `cg` tool, parsed apart from main() so that the gates can test it on the CPU.
+// The command line of the cg tool (lab07_cg_student, lab07_cg_solution), parsed apart from main() so that the gates
+// can test it on the CPU.
 //   cg MATRIX.mtx [--rhs FILE] [--tol T] [--maxit N] [--solver auto|loop|graph] [--blocks-per-sm auto|N]
 //                 [--out FILE] [--every K] [--quiet]
 // Options take their value as the next argument or after '=' (--tol=1e-10).
@@ -25,9 +26,10 @@ struct CgArgs {
 };
 
 inline const char* cg_usage() {
-  return "usage: cg MATRIX.mtx [--rhs FILE] [--tol T] [--maxit N] [--solver auto|loop|graph]\n"
-         "          [--blocks-per-sm auto|N] [--out FILE] [--every K] [--quiet]\n"
-         "Solves A x = b by conjugate gradient on the GPU (A symmetric positive definite, Matrix Market).\n"
+  return "usage: lab07_cg_student MATRIX.mtx [--rhs FILE] [--tol T] [--maxit N] [--solver auto|loop|graph]\n"
+         "                        [--blocks-per-sm auto|N] [--out FILE] [--every K] [--quiet]\n"
+         "Solves A x = b by conjugate gradient on the GPU (A symmetric positive definite, Matrix Market), with\n"
+         "your steps (lab07_cg_solution: the same with the reference solution's).\n"
          "Without --rhs, b = A * ones, so the exact answer is x = 1 and the error is reported too.\n";
 }
 

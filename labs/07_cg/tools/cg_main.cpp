@@ -1,5 +1,6 @@
 // cg: solve A x = b for a symmetric positive definite matrix in a Matrix Market file, on the GPU, with this lab's
-// conjugate gradient (the reference solution's, or the student's in the student release).
+// conjugate gradient. Two builds of it: lab07_cg_student (your steps) and lab07_cg_solution (the reference's, when
+// solutions/ is present).
 //   cg MATRIX.mtx [--rhs FILE] [--tol T] [--maxit N] [--solver auto|loop|graph] [--blocks-per-sm auto|N]
 //      [--out FILE] [--every K] [--quiet]
 // Exit status: 0 converged, 1 not converged (not SPD, stagnation, max iterations, ...), 2 bad arguments or input.
@@ -20,6 +21,7 @@
 #include "labkit/not_implemented.h"
 #include "labkit/sparse.h"
 #include "tools/cg_args.h"
+#include "tools/tuning_cache.h"
 
 namespace {
 
@@ -109,10 +111,17 @@ int main(int argc, char** argv) {
       opt.blocks_per_sm = lab07::kDefaultBlocksPerSm;
       if (n > 0) {
         try {
-          const auto t = lab07::tune_blocks_per_sm(n, lab07::default_tuning_cache());
-          opt.blocks_per_sm = t.blocks_per_sm;
-          if (!args.quiet)
-            std::printf("tuning  %d blocks per SM (%s)\n", t.blocks_per_sm, t.from_cache ? "cached" : "measured");
+          // Step 5 times the choice; this tool remembers it per GPU and size class (tools/tuning_cache.h).
+          const std::string cache = lab07_cli::default_tuning_cache();
+          const std::string key = lab07_cli::tuning_key(labkit::device_info().name, n);
+          int bps = lab07_cli::cache_lookup(cache, key, lab07::kMaxBlocksPerSm);
+          const bool cached = bps > 0;
+          if (!cached) {
+            bps = lab07::tune_blocks_per_sm(n).blocks_per_sm;
+            lab07_cli::cache_store(cache, key, bps);
+          }
+          opt.blocks_per_sm = bps;
+          if (!args.quiet) std::printf("tuning  %d blocks per SM (%s)\n", bps, cached ? "cached" : "measured");
         } catch (const labkit::NotImplemented&) {
           if (!args.quiet) std::printf("tuning  step 5 not implemented: %d blocks per SM\n", opt.blocks_per_sm);
         }

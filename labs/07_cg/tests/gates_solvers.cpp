@@ -1,0 +1,298 @@
+// Lab 07 gates, steps 4-6 (the solvers and the tuner): convergence on 2D/3D Poisson, random SPD and Matrix Market
+// files the gates write themselves, the true residual recomputed on the CPU, the failures (indefinite, singular,
+// b = 0, max_iter) reported with a finite x, and the iteration count compared with the CPU reference's.
+#include <catch2/catch_test_macros.hpp>
+
+#include "gate_util.h"
+
+using namespace lab07_gates;
+
+namespace {
+
+enum class Expect { converge, max_iterations, not_spd, not_converged };
+
+struct Problem {
+  std::string label;
+  labkit::Csr A;
+  std::vector<double> b;
+  double tol = 1e-8;
+  int max_iter = 2000;
+  Expect expect = Expect::converge;
+  int graph_iterations = 16;
+  std::vector<double> exact;  // when known (b = A * ones): the solution
+};
+
+
+void check_solve(Solver s, const Problem& pr) {
+  const std::string ctx = std::string(name(s)) + ", " + pr.label + " (" + describe(pr.A) + ", tol " +
+                          std::to_string(pr.tol) + ", max_iter " + std::to_string(pr.max_iter) + ")";
+  DevCsr A(pr.A);
+  auto b = guarded(pr.b, "b");
+  labkit::GuardedBuffer<double> x(pr.b.size(), "x");
+  lab07::CgOptions opt;
+  opt.rel_tol = pr.tol;
+  opt.max_iter = pr.max_iter;
+  opt.graph_iterations = pr.graph_iterations;
+  std::vector<int> seen;
+  opt.progress = [&](int it, double) { seen.push_back(it); };
+  auto once = [&] {
+    x.poison();
+    seen.clear();
+    lab07::CgResult res;
+    labkit::gate::own_kernels(name(s), [&] { res = solve(s, A.view(), b.data(), x.data(), opt); });
+    sync();
+    return res;
+  };
+  const lab07::CgResult res = once();
+  const auto hx = x.download();
+  require_guards(x, ctx);
+  require_unmodified(b, pr.b, ctx);
+  A.require_unmodified(ctx);
+  INFO(ctx << "\n  the solver said: " << res.message);
+
+  for (std::size_t i = 0; i < hx.size(); ++i)
+    if (!std::isfinite(hx[i]))
+      FAIL(ctx << ": x[" << i << "] = " << hx[i] << (labkit::is_poison(hx[i]) ? " (never written)" : "")
+               << ": x must be finite on return, whatever the status (" << labkit::to_string(res.status) << ")\n  "
+               << labkit::gate::reproduce_hint());
+  if (res.iterations < 0 || res.iterations > pr.max_iter)
+    FAIL(ctx << ": " << res.iterations << " iterations reported, the limit was " << pr.max_iter);
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    if ((i > 0 && seen[i] <= seen[i - 1]) || seen[i] > res.iterations || seen[i] < 1)
+      FAIL(ctx << ": progress was called with iteration " << seen[i] << " after "
+               << (i > 0 ? std::to_string(seen[i - 1]) : std::string("none")) << " (the solve did " << res.iterations
+               << "): iteration numbers must grow and stay within the iterations done");
+  if (res.iterations > 0 && seen.empty()) FAIL(ctx << ": progress was never called");
+
+  const double truth = rel_true_residual(pr.A, pr.b, hx);
+  // The solver's own true residual (double on the GPU) against the CPU's (long double): ||b - Ax|| is computed
+  // with cancellation, but here the rounding of Ax is ~u ||A|| ||x|| / ||b|| << 5% of any residual above 1e-12.
+  // Not for the singular problems: there x may grow along the null space until that rounding dominates both.
+  if (pr.expect != Expect::not_converged && !(std::fabs(res.relative_residual - truth) <= 0.05 * truth + 1e-13))
+    FAIL(ctx << ": relative_residual reports " << res.relative_residual << ", but ||b - A x|| / ||b|| of the x "
+             << "returned is " << truth << ": report the TRUE residual of x (spmv, b - Ax, its norm)");
+
+  switch (pr.expect) {
+    case Expect::converge: {
+      if (!res.converged()) FAIL(ctx << ": did not converge: " << res.message);
+      if (!(truth <= 1.1 * pr.tol + 1e-15))
+        FAIL(ctx << ": reports convergence, but the true residual of x is " << truth << " > tolerance " << pr.tol);
+      const auto ref = labkit::cg_ref(pr.A, pr.b, pr.tol, pr.max_iter);
+      // Same algorithm, different rounding: the iteration counts agree closely (a wrong alpha or beta costs many
+      // more; running on past convergence inside a graph batch shows up as extra iterations).
+      const int slack = std::max(5, ref.iterations / 10);
+      if (std::abs(res.iterations - ref.iterations) > slack)
+        FAIL(ctx << ": converged in " << res.iterations << " iterations, the CPU reference CG in " << ref.iterations
+                 << " (allowed difference " << slack << "): check alpha = r^T r / p^T A p, beta = r_new^T r_new / "
+                 << "r^T r, p = r + beta p, and that no iteration runs after convergence");
+      if (!pr.exact.empty()) {
+        double err = 0;
+        for (std::size_t i = 0; i < hx.size(); ++i) err = std::max(err, std::fabs(hx[i] - pr.exact[i]));
+        if (err > 1e-4) FAIL(ctx << ": max |x - x_exact| = " << err << " (b = A * ones, so x should be all ones)");
+      }
+      break;
+    }
+    case Expect::max_iterations: {
+      if (res.status != labkit::CgStatus::max_iterations || res.iterations != pr.max_iter)
+        FAIL(ctx << ": expected status max_iterations after exactly " << pr.max_iter << " iterations, got "
+                 << labkit::to_string(res.status) << " after " << res.iterations);
+      // Exactly max_iter iterations of the same recurrence: x matches the CPU reference's x after as many.
+      const auto ref = labkit::cg_ref(pr.A, pr.b, 0.0, pr.max_iter);
+      labkit::CheckOptions o;
+      o.name = "x after " + std::to_string(pr.max_iter) + " iterations";
+      // A few iterations of CG on a well-conditioned start amplify rounding only mildly: 1e-9 relative leaves
+      // orders of magnitude over double rounding and is far below a wrong alpha or beta (errors of O(1)).
+      o.tolerance = 1e-9;
+      labkit::gate::require(labkit::check_close(hx, ref.x, o), ctx + " (compared with labkit::cg_ref)");
+      break;
+    }
+    case Expect::not_spd:
+      if (res.status != labkit::CgStatus::not_spd)
+        FAIL(ctx << ": A is negative definite, so p^T A p < 0 at the first iteration: expected status not_spd, got "
+                 << labkit::to_string(res.status) << " (" << res.message << ")");
+      break;
+    case Expect::not_converged:
+      if (res.converged())
+        FAIL(ctx << ": A is singular and b is not in its range: no x solves it, yet the solver reports "
+                 << "convergence with true residual " << truth);
+      break;
+  }
+  // Deterministic kernels: a second solve gives the same x and the same iteration count.
+  const lab07::CgResult again = once();
+  if (again.iterations != res.iterations || again.status != res.status)
+    FAIL(ctx << ": a second identical solve ended differently (" << again.iterations << " iterations, "
+             << labkit::to_string(again.status) << " vs " << res.iterations << ", " << labkit::to_string(res.status)
+             << "): a race (missing barrier) or a non-deterministic reduction (atomics)");
+  labkit::CheckOptions o;
+  o.name = "x";
+  labkit::gate::require(labkit::check_same_runs(hx, x.download(), o), ctx + " (two solves)");
+}
+
+std::vector<double> ones_rhs(const labkit::Csr& A) { return labkit::spmv_ref(A, std::vector<double>(A.cols, 1.0)); }
+
+
+
+std::vector<Problem> problems(Solver s) {
+  const std::string tag = s == Solver::loop ? "4" : "6";
+  auto seed = [&](const std::string& l) { return labkit::gate::seed("step" + tag + " " + l); };
+  std::vector<Problem> ps;
+  auto add = [&](Problem p) { ps.push_back(std::move(p)); };
+  {
+    Problem p{"2D Poisson 40 x 30, random b", labkit::poisson2d(40, 30), {}};
+    p.b = labkit::random_doubles(std::size_t(p.A.rows), seed("b1"));
+    if (s == Solver::graph) p.graph_iterations = 64;  // batch larger than the iteration count: must stop inside
+    add(std::move(p));
+  }
+  {
+    Problem p{"3D Poisson 12 x 10 x 9, random b", labkit::poisson3d(12, 10, 9), {}};
+    p.b = labkit::random_doubles(std::size_t(p.A.rows), seed("b2"));
+    if (s == Solver::graph) p.graph_iterations = 7;
+    add(std::move(p));
+  }
+  {
+    Problem p{"random SPD n = 3000, 9 per row", labkit::random_spd(3000, 9, seed("A3")), {}};
+    p.b = labkit::random_doubles(std::size_t(p.A.rows), seed("b3"));
+    if (s == Solver::graph) p.graph_iterations = 1;
+    add(std::move(p));
+  }
+  {
+    Problem p{"random SPD n = 2000, 33 per row, margin 0.05", labkit::random_spd(2000, 33, seed("A4"), 0.05), {}};
+    p.b = labkit::random_doubles(std::size_t(p.A.rows), seed("b4"));
+    add(std::move(p));
+  }
+  {
+    // A Matrix Market file written by the gate (symmetric: one triangle on disk) and read back.
+    const auto dir = scratch_dir("mtx" + tag);
+    const std::string path = (dir / "poisson_25x20.mtx").string();
+    labkit::write_matrix_market(path, labkit::poisson2d(25, 20), true);
+    Problem p{"Matrix Market file " + path, labkit::read_matrix_market(path), {}};
+    p.b = ones_rhs(p.A);
+    p.exact.assign(std::size_t(p.A.rows), 1.0);
+    add(std::move(p));
+    // ... and a general (both triangles) file of a random SPD matrix.
+    const std::string path2 = (dir / "random_spd_general.mtx").string();
+    labkit::write_matrix_market(path2, labkit::random_spd(700, 7, seed("A5")), false);
+    Problem q{"Matrix Market file " + path2, labkit::read_matrix_market(path2), {}};
+    q.b = ones_rhs(q.A);
+    q.exact.assign(std::size_t(q.A.rows), 1.0);
+    add(std::move(q));
+    std::filesystem::remove_all(dir);
+  }
+  {
+    // Hand-written text with comments and blank lines, lower triangle of a tridiagonal SPD matrix.
+    const std::string text =
+        "%%MatrixMarket matrix coordinate real symmetric\n% a 5 x 5 tridiagonal matrix, lower triangle\n\n"
+        "5 5 9\n1 1 4\n2 1 -1\n2 2 4\n% comment between entries\n3 2 -1\n3 3 4\n\n4 3 -1\n4 4 4\n5 4 -1\n5 5 4\n";
+    Problem p{"hand-written Matrix Market text", labkit::parse_matrix_market(text, "tridiag.mtx"), {1, 2, 3, 4, 5}};
+    add(std::move(p));
+  }
+  {
+    Problem p{"b = 0", labkit::poisson2d(10, 10), std::vector<double>(100, 0.0)};
+    add(std::move(p));
+  }
+  {
+    Problem p{"max_iter = 0", labkit::poisson2d(10, 10), {}};
+    p.b = labkit::random_doubles(100, seed("b6"));
+    p.max_iter = 0;
+    p.expect = Expect::max_iterations;
+    add(std::move(p));
+  }
+  {
+    Problem p{"max_iter = 13 (not a multiple of the graph batch)", labkit::poisson2d(30, 30), {}};
+    p.b = labkit::random_doubles(900, seed("b7"));
+    p.tol = 1e-14;
+    p.max_iter = 13;
+    p.graph_iterations = 8;
+    p.expect = Expect::max_iterations;
+    add(std::move(p));
+  }
+  {
+    labkit::Csr A = labkit::poisson2d(20, 20);
+    for (double& v : A.values) v = -v;
+    Problem p{"negative definite (-Poisson)", std::move(A), {}};
+    p.b = labkit::random_doubles(400, seed("b8"));
+    p.expect = Expect::not_spd;
+    add(std::move(p));
+  }
+  {
+    // diag(1, ..., 1, 0) with b = ones, n = 2^10 + 1: in exact arithmetic the second direction is e_n, and all the
+    // numbers involved are powers of two, so p^T A p is exactly 0 at iteration 2 (not_spd). Any report but
+    // "converged" with a finite x is accepted.
+    const int n = 1025;
+    std::vector<int> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::vector<double> d(n, 1.0);
+    d[n - 1] = 0.0;
+    Problem p{"singular diag(1, ..., 1, 0)", labkit::from_triplets(n, n, idx, idx, d), std::vector<double>(n, 1.0)};
+    p.expect = Expect::not_converged;
+    add(std::move(p));
+  }
+  {
+    Problem p{"singular Neumann Laplacian 16 x 16, inconsistent b", neumann2d(16, 16), {}};
+    p.b = labkit::random_doubles(256, seed("b9"), 0.0, 1.0);  // all positive: not orthogonal to ones
+    p.max_iter = 300;
+    p.expect = Expect::not_converged;
+    add(std::move(p));
+  }
+  return ps;
+}
+
+void check_solver_arguments(Solver s) {
+  DevCsr rect(irregular_matrix(1));
+  DevCsr sq(labkit::poisson2d(4, 4));
+  labkit::GuardedBuffer<double> b(2500, "b"), x(2500, "x");
+  b.upload(std::vector<double>(2500, 1.0));
+  lab07::CgOptions o;
+  CHECK_THROWS_AS(solve(s, rect.view(), b.data(), x.data(), o), std::invalid_argument);
+  o.rel_tol = -1;
+  CHECK_THROWS_AS(solve(s, sq.view(), b.data(), x.data(), o), std::invalid_argument);
+  o.rel_tol = 1e-8;
+  o.max_iter = -1;
+  CHECK_THROWS_AS(solve(s, sq.view(), b.data(), x.data(), o), std::invalid_argument);
+}
+
+void check_solver(Solver s) {
+  check_solver_arguments(s);
+  for (const Problem& p : problems(s)) check_solve(s, p);
+}
+
+}  // namespace
+
+TEST_CASE("step4.correct", "[lab07][step4][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_solver(Solver::loop);
+}
+
+TEST_CASE("step5.correct", "[lab07][step5][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  const int n = 1 << 22;
+  auto require_rule = [&](const lab07::TuneResult& t, const std::string& ctx) {
+    INFO(ctx);
+    std::ostringstream times;
+    for (std::size_t i = 0; i < t.ms.size(); ++i) times << (i ? ", " : "") << (i + 1) << ": " << t.ms[i] << " ms";
+    INFO("blocks per SM chosen: " << t.blocks_per_sm << "; times tried: " << times.str());
+    REQUIRE(t.blocks_per_sm >= 1);
+    REQUIRE(t.blocks_per_sm <= lab07::kMaxBlocksPerSm);
+    const int c = t.blocks_per_sm, m = int(t.ms.size());
+    for (double v : t.ms) REQUIRE((std::isfinite(v) && v > 0));
+    // The first local minimum: times fall up to c, and the count after c (if any was tried) is not faster.
+    for (int i = 1; i < c; ++i) REQUIRE(t.ms[i] < t.ms[i - 1]);
+    if (c < lab07::kMaxBlocksPerSm) {
+      REQUIRE(m == c + 1);
+      REQUIRE(t.ms[c] >= t.ms[c - 1]);
+    } else {
+      REQUIRE(m == lab07::kMaxBlocksPerSm);
+    }
+  };
+  // Every call times afresh (remembering the choice is the cg tool's job, tools/tuning_cache.h): two calls both
+  // follow the rule, whatever the noise between them.
+  require_rule(lab07::tune_blocks_per_sm(n), "first call");
+  require_rule(lab07::tune_blocks_per_sm(n), "second call");
+  require_rule(lab07::tune_blocks_per_sm(1000), "n = 1000");
+  CHECK_THROWS_AS(lab07::tune_blocks_per_sm(0), std::invalid_argument);
+}
+
+TEST_CASE("step6.correct", "[lab07][step6][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_solver(Solver::graph);
+}

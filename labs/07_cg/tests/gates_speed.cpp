@@ -1,0 +1,385 @@
+// Lab 07 speed gates: ratios measured in one process against cuBLAS, cuSPARSE, or the bytes-moved floor at cudaMemcpy
+// speed, on fresh inputs for every timed call, the output of the last one verified.
+#include <catch2/catch_test_macros.hpp>
+
+#include "gate_util.h"
+
+using namespace lab07_gates;
+
+namespace {
+
+// ---- Speed ------------------------------------------------------------------------------------------------------------
+constexpr int kPoissonSide = 3163;  // 3163^2 = 10,004,569 rows: the 10^7-row 2D Poisson matrix
+
+const labkit::Csr& big_poisson() {
+  static const labkit::Csr A = labkit::poisson2d(kPoissonSide, kPoissonSide);
+  return A;
+}
+
+// Device pointer mode for the duration of a timing (scalars stay on the device, as in the candidates).
+struct DevicePointerMode {
+  DevicePointerMode() { LABKIT_CUBLAS(cublasSetPointerMode(cublas(), CUBLAS_POINTER_MODE_DEVICE)); }
+  ~DevicePointerMode() { cublasSetPointerMode(cublas(), CUBLAS_POINTER_MODE_HOST); }
+};
+
+labkit::TimingOptions speed_options() {
+  labkit::TimingOptions o;
+  o.warmup = 2;
+  o.min_repeats = 10;
+  o.budget_ms = 200;
+  return o;
+}
+
+// Every speed gate uses the TimedCase form of labkit::compare_speed: refresh(rep), untimed, before every timed call
+// gives the inputs new random contents (a seed per rep) and poisons the candidate's outputs, so that a step that
+// keeps its last answer (keyed on pointers, sizes or sampled values) or returns at once leaves a wrong output;
+// verify(), untimed, checks the candidate's last timed output against a trusted result for that call's inputs.
+std::uint64_t speed_seed(const std::string& what, int rep) {
+  return labkit::gate::seed("speed " + what + ", timed call " + std::to_string(rep));
+}
+
+// compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
+// the candidate's last call; this names the inputs that call read.
+class LastCandidateCall {
+ public:
+  void inputs_now(int rep) { inputs_rep_ = rep; }      // in refresh()
+  void called() { rep_ = inputs_rep_; }                // after the candidate's timed call: nanoseconds
+  int rep(const std::string& ctx) const {              // in verify()
+    sync();
+    if (rep_ < 0 || rep_ != inputs_rep_) FAIL(ctx << ": the last timed call was not the candidate's");
+    return rep_;
+  }
+
+ private:
+  int inputs_rep_ = -1, rep_ = -1;
+};
+
+void poison(double* dev, std::size_t n) { LABKIT_CUDA(cudaMemset(dev, 0xFF, n * sizeof(double))); }  // NaNs
+
+// Bytes one CG iteration must move at least, as this lab structures it: SpMV (values + col_idx per entry, row_ptr,
+// p, Ap), p^T Ap (p, Ap), the fused update (read p, Ap, x, r; write x, r), p = r + beta p (read r, p; write p).
+double iteration_floor_bytes(const labkit::Csr& A) {
+  const double n = A.rows, nnz = A.nnz();
+  return 12.0 * nnz + 4.0 * (n + 1) + 16.0 * n + 16.0 * n + 48.0 * n + 24.0 * n;
+}
+
+// Time per iteration of a solver, without its setup and final residual: (t(k2) - t(k1)) / (k2 - k1).
+constexpr int kItersShort = 16, kItersLong = 48;  // multiples of the default graph batch (16)
+
+// `make_case(iters)` gives the TimedCase of runs of `iters` iterations (each verifies its own last call).
+labkit::SpeedComparison per_iteration(const std::function<void(int)>& baseline,
+                                      const std::function<void(int)>& candidate,
+                                      const std::function<labkit::TimedCase(int)>& make_case) {
+  labkit::TimingOptions o;
+  o.warmup = 1;
+  o.min_repeats = 3;
+  o.budget_ms = 120;
+  const auto shrt = labkit::compare_speed([&](int) { baseline(kItersShort); }, [&](int) { candidate(kItersShort); },
+                                          make_case(kItersShort), o);
+  const auto lng = labkit::compare_speed([&](int) { baseline(kItersLong); }, [&](int) { candidate(kItersLong); },
+                                         make_case(kItersLong), o);
+  labkit::SpeedComparison c;
+  const double k = kItersLong - kItersShort;
+  c.baseline.median_ms = (lng.baseline.median_ms - shrt.baseline.median_ms) / k;
+  c.candidate.median_ms = (lng.candidate.median_ms - shrt.candidate.median_ms) / k;
+  c.baseline.repeats = std::min(lng.baseline.repeats, shrt.baseline.repeats);
+  c.candidate.repeats = std::min(lng.candidate.repeats, shrt.candidate.repeats);
+  c.ratio = c.candidate.median_ms > 0 ? c.baseline.median_ms / c.candidate.median_ms : 0;
+  // Work hidden from the timer in either run length is hidden from the difference too.
+  c.escaped = shrt.escaped || lng.escaped;
+  c.escaped_ms = std::max(shrt.escaped_ms, lng.escaped_ms);
+  return c;
+}
+
+// The candidate solver's x after `iters` iterations from x0 = 0, against the cuSPARSE + cuBLAS CG's on the same b.
+// `x` already holds the candidate's result.
+void require_solver_matches(const DevCsr& A, const double* b, const labkit::GuardedBuffer<double>& x,
+                            int iters, double tolerance, const std::string& ctx) {
+  const int n = A.host.rows;
+  labkit::DeviceBuffer<double> xb(static_cast<std::size_t>(n));
+  lab07_baseline::cusparse_cublas_cg(cublas(), cusparse(), A.view(), b, xb.data(), 0.0, iters);
+  sync();
+  require_guards(x, ctx);
+  const auto hb = xb.download();
+  labkit::CheckOptions opt;
+  opt.name = "x";
+  opt.tolerance = tolerance;
+  labkit::gate::require(labkit::check_close(x.download(), std::vector<double>(hb.begin(), hb.end()), opt),
+                        ctx + " (compared with the cuSPARSE + cuBLAS CG)");
+}
+
+// The candidate solver's x after a few iterations at the timed size, against the cuSPARSE + cuBLAS CG's.
+void check_solver_at_size(Solver s, const DevCsr& A, const labkit::DeviceBuffer<double>& b) {
+  const int n = A.host.rows, iters = 5;
+  labkit::GuardedBuffer<double> x(std::size_t(n), "x");
+  x.poison();
+  lab07::CgOptions o;
+  o.rel_tol = 0;
+  o.max_iter = iters;
+  lab07::CgResult res;
+  labkit::gate::own_kernels(name(s), [&] { res = solve(s, A.view(), b.data(), x.data(), o); });
+  sync();
+  const std::string ctx = std::string(name(s)) + " at the timed size (" + describe(A.host) + "), " +
+                          std::to_string(iters) + " iterations";
+  if (res.iterations != iters) FAIL(ctx << ": did " << res.iterations << " iterations: " << res.message);
+  // Two CG runs that differ only in rounding (summation orders) stay within ~1e-12 of each other after 5
+  // iterations; 1e-8 is far above that and far below any wrong kernel.
+  require_solver_matches(A, b.data(), x, iters, 1e-8, ctx);
+}
+
+// The TimedCase of a solver timed over runs of `iters` iterations from x0 = 0: a fresh b before every call (the
+// baseline's b too, so both do the same work), x poisoned; afterwards the x of the candidate's last call against
+// the trusted CG on that call's b. Two CG implementations differ only in rounding (other summation orders perturb
+// alpha and beta by ~1e-16 relative); over 48 iterations that stays far below 1e-6 of ||x||_inf (5 iterations are
+// held to 1e-8 above), while an x for another b, or after another number of iterations, is off by O(1).
+labkit::TimedCase solver_case(Solver s, const DevCsr& A, labkit::DeviceBuffer<double>& b,
+                              labkit::GuardedBuffer<double>& x, LastCandidateCall& last, int iters) {
+  labkit::TimedCase tc;
+  const int n = A.host.rows;
+  // Pointers, not references, in the captures: the case outlives this call (the objects live in the gate).
+  const DevCsr* pA = &A;
+  labkit::DeviceBuffer<double>* pb = &b;
+  labkit::GuardedBuffer<double>* px = &x;
+  LastCandidateCall* pl = &last;
+  // A seed of its own per run length: the short and the long runs never share a b.
+  const std::string label = "b, " + std::to_string(iters) + " iterations";
+  tc.refresh = [=](int rep) {
+    labkit::fill_random_device(pb->data(), std::size_t(n), speed_seed(label, rep));
+    px->poison();
+    sync();
+    pl->inputs_now(rep);
+  };
+  tc.verify = [=] {
+    const std::string ctx = std::string(name(s)) + " at the timed size, the x of the last timed call (" +
+                            std::to_string(iters) + " iterations from a fresh b)";
+    pl->rep(ctx);  // b still holds that call's contents
+    require_solver_matches(*pA, pb->data(), *px, iters, 1e-6, ctx);
+  };
+  return tc;
+}
+
+}  // namespace
+
+// ---- speed ---------------------------------------------------------------------------------------------------------
+TEST_CASE("step1.speed", "[lab07][step1][speed]") {
+  LABKIT_REQUIRE_GPU();
+  const int n = 10000000;
+  labkit::DeviceBuffer<double> x(n), y(n), partials(lab07::kMaxPartials), result(1), ref(1);
+  // result of x^T y for the inputs of timed call `rep` (-1: the check before timing), against long double.
+  auto require_dot = [&](int rep, const std::string& ctx) {
+    const auto hx = labkit::random_doubles(n, speed_seed("x", rep)), hy = labkit::random_doubles(n, speed_seed("y", rep));
+    double mag = 0;
+    for (int i = 0; i < n; ++i) mag += std::fabs(hx[i] * hy[i]);
+    const std::vector<double> expected{dot_ld(hx, hy)};
+    labkit::CheckOptions o;
+    o.name = "x^T y";
+    o.tolerance = rel_tolerance(2.0 * (n + 1) * kU * mag, expected);  // as in step1.correct
+    labkit::gate::require(labkit::check_close(result.download(), expected, o), ctx);
+  };
+  auto fill = [&](int rep) {  // fill_random_device gives random_doubles(n, seed) bit for bit
+    labkit::fill_random_device(x.data(), n, speed_seed("x", rep));
+    labkit::fill_random_device(y.data(), n, speed_seed("y", rep));
+  };
+  fill(-1);
+  lab07::dot_shuffle(n, x.data(), y.data(), partials.data(), result.data(), lab07::kDefaultBlocksPerSm);
+  sync();
+  require_dot(-1, "step 1b at the timed size n = 10^7");
+  LastCandidateCall last;
+  labkit::TimedCase tc;
+  tc.refresh = [&](int rep) {
+    fill(rep);
+    poison(result.data(), 1);
+    sync();
+    last.inputs_now(rep);
+  };
+  tc.verify = [&] {
+    const std::string ctx = "step 1b at the timed size, the result of the last timed call (fresh x and y)";
+    require_dot(last.rep(ctx), ctx);
+  };
+  DevicePointerMode mode;
+  const auto cmp = labkit::compare_speed(
+      [&](int) { LABKIT_CUBLAS(cublasDdot(cublas(), n, x.data(), 1, y.data(), 1, ref.data())); },
+      [&](int) {
+        lab07::dot_shuffle(n, x.data(), y.data(), partials.data(), result.data());
+        last.called();
+      },
+      tc, speed_options());
+  labkit::gate::require_speedup(cmp, "cublasDdot", "step 1b (dot_shuffle)", 16.0 * n / 1e9, "GB");
+}
+
+TEST_CASE("step2.speed", "[lab07][step2][speed]") {
+  LABKIT_REQUIRE_GPU();
+  const int n = 10000000;
+  const double alpha = 1e-6;
+  // The candidate updates x, r in place; the baseline its own copies xb, rb (same contents), so that neither
+  // overwrites the other's result.
+  labkit::DeviceBuffer<double> p(n), Ap(n), x(n), r(n), xb(n), rb(n), partials(lab07::kMaxPartials), rr(1), rrb(1),
+      scal(2);
+  auto fill = [&](int rep) {
+    labkit::fill_random_device(p.data(), n, speed_seed("p", rep));
+    labkit::fill_random_device(Ap.data(), n, speed_seed("Ap", rep));
+    labkit::fill_random_device(x.data(), n, speed_seed("x", rep));
+    labkit::fill_random_device(r.data(), n, speed_seed("r", rep));
+    LABKIT_CUDA(cudaMemcpy(xb.data(), x.data(), sizeof(double) * n, cudaMemcpyDeviceToDevice));
+    LABKIT_CUDA(cudaMemcpy(rb.data(), r.data(), sizeof(double) * n, cudaMemcpyDeviceToDevice));
+  };
+  // x, r and r^T r after one update of the inputs of timed call `rep`: each new element is one multiply-add
+  // (relative error <= u of |old| + |alpha * other|, so 4u of the largest is safe); r^T r as in step2.correct.
+  auto require_update = [&](int rep, const std::string& ctx) {
+    const auto hp = labkit::random_doubles(n, speed_seed("p", rep)), hAp = labkit::random_doubles(n, speed_seed("Ap", rep));
+    auto hx = labkit::random_doubles(n, speed_seed("x", rep)), hr = labkit::random_doubles(n, speed_seed("r", rep));
+    long double sum = 0;
+    double mag = 0;
+    for (int i = 0; i < n; ++i) {
+      mag = std::max(mag, std::fabs(hr[i]) + std::fabs(alpha * hAp[i]));
+      hx[i] = double(hx[i] + (long double)alpha * hp[i]);
+      const long double ri = hr[i] - (long double)alpha * hAp[i];
+      hr[i] = double(ri);
+      sum += ri * ri;
+    }
+    labkit::CheckOptions o;
+    o.tolerance = 4 * kU;
+    o.name = "x";
+    labkit::gate::require(labkit::check_close(x.download(), hx, o), ctx);
+    o.name = "r";
+    labkit::gate::require(labkit::check_close(r.download(), hr, o), ctx);
+    const std::vector<double> expected{double(sum)};
+    o.name = "r^T r";
+    o.tolerance = rel_tolerance((2.0 * n + 8) * kU * (2 * mag) * (2 * mag) * n, expected);  // as in step2.correct
+    labkit::gate::require(labkit::check_close(rr.download(), expected, o), ctx);
+  };
+  fill(-1);
+  lab07::update_xr(n, alpha, p.data(), Ap.data(), x.data(), r.data(), partials.data(), rr.data());
+  sync();
+  require_update(-1, "step 2 update_xr at the timed size");
+  LastCandidateCall last;
+  labkit::TimedCase tc;
+  tc.refresh = [&](int rep) {
+    fill(rep);
+    poison(rr.data(), 1);  // x and r are in-out: their fresh contents are the reset
+    sync();
+    last.inputs_now(rep);
+  };
+  tc.verify = [&] {
+    const std::string ctx = "step 2 update_xr at the timed size, the x, r and r^T r of the last timed call";
+    require_update(last.rep(ctx), ctx);
+  };
+  const double h_scal[2] = {alpha, -alpha};
+  LABKIT_CUDA(cudaMemcpy(scal.data(), h_scal, sizeof h_scal, cudaMemcpyHostToDevice));
+  DevicePointerMode mode;
+  const auto cmp = labkit::compare_speed(
+      [&](int) {
+        LABKIT_CUBLAS(cublasDaxpy(cublas(), n, scal.data(), p.data(), 1, xb.data(), 1));
+        LABKIT_CUBLAS(cublasDaxpy(cublas(), n, scal.data() + 1, Ap.data(), 1, rb.data(), 1));
+        LABKIT_CUBLAS(cublasDdot(cublas(), n, rb.data(), 1, rb.data(), 1, rrb.data()));
+      },
+      [&](int) {
+        lab07::update_xr(n, alpha, p.data(), Ap.data(), x.data(), r.data(), partials.data(), rr.data());
+        last.called();
+      },
+      tc, speed_options());
+  labkit::gate::require_speedup(cmp, "cuBLAS daxpy + daxpy + ddot", "step 2 (update_xr)", 48.0 * n / 1e9, "GB");
+}
+
+TEST_CASE("step3.speed", "[lab07][step3][speed]") {
+  LABKIT_REQUIRE_GPU();
+  const DevCsr A(big_poisson());
+  const int n = A.host.rows;
+  labkit::DeviceBuffer<double> x(static_cast<std::size_t>(n)), yb(static_cast<std::size_t>(n));
+  labkit::GuardedBuffer<double> y(std::size_t(n), "y");
+  auto require_spmv = [&](int rep, const std::string& ctx) {
+    require_guards(y, ctx);
+    const auto hx = labkit::random_doubles(std::size_t(n), speed_seed("x", rep));
+    const auto expected = labkit::spmv_ref(A.host, hx);
+    labkit::CheckOptions o;
+    o.name = "y";
+    o.tolerance = rel_tolerance(spmv_abs_bound(A.host, hx), expected);
+    labkit::gate::require(labkit::check_close(y.download(), expected, o), ctx);
+  };
+  labkit::fill_random_device(x.data(), std::size_t(n), speed_seed("x", -1));
+  y.poison();
+  lab07::spmv_thread_per_row(A.view(), x.data(), y.data());
+  sync();
+  require_spmv(-1, "step 3a at the timed size (" + describe(A.host) + ")");
+  LastCandidateCall last;
+  labkit::TimedCase tc;
+  tc.refresh = [&](int rep) {
+    labkit::fill_random_device(x.data(), std::size_t(n), speed_seed("x", rep));
+    y.poison();
+    sync();
+    last.inputs_now(rep);
+  };
+  tc.verify = [&] {
+    const std::string ctx = "step 3a at the timed size, the y of the last timed call (fresh x)";
+    require_spmv(last.rep(ctx), ctx);
+  };
+  lab07_baseline::CusparseSpmv spmv(cusparse(), A.view(), x.data(), yb.data());
+  const auto cmp = labkit::compare_speed([&](int) { spmv(x.data(), yb.data()); },
+                                         [&](int) {
+                                           lab07::spmv_thread_per_row(A.view(), x.data(), y.data());
+                                           last.called();
+                                         },
+                                         tc, speed_options());
+  const double bytes = 12.0 * A.host.nnz() + 4.0 * (n + 1) + 16.0 * n;
+  labkit::gate::require_speedup(cmp, "cusparseSpMV", "step 3a (spmv_thread_per_row)", bytes / 1e9, "GB");
+}
+
+TEST_CASE("step4.speed", "[lab07][step4][speed]") {
+  LABKIT_REQUIRE_GPU();
+  const DevCsr A(big_poisson());
+  const int n = A.host.rows;
+  labkit::DeviceBuffer<double> b(static_cast<std::size_t>(n));
+  labkit::GuardedBuffer<double> x(std::size_t(n), "x");
+  labkit::fill_random_device(b.data(), std::size_t(n), speed_seed("b", -1));
+  check_solver_at_size(Solver::loop, A, b);
+  // The baseline is the bytes-moved floor at memcpy bandwidth, timed in the same process: one device-to-device
+  // cudaMemcpy of the floor's bytes per iteration (a copy moves each byte twice, read and write, hence half).
+  const double bytes = iteration_floor_bytes(A.host);
+  const std::size_t half = static_cast<std::size_t>(bytes / 2);
+  labkit::DeviceBuffer<unsigned char> copy_src(half), copy_dst(half);
+  LABKIT_CUDA(cudaMemset(copy_src.data(), 1, half));
+  auto baseline = [&](int iters) {
+    for (int i = 0; i < iters; ++i)
+      LABKIT_CUDA(cudaMemcpyAsync(copy_dst.data(), copy_src.data(), half, cudaMemcpyDeviceToDevice));
+  };
+  LastCandidateCall last;
+  lab07::CgOptions o;
+  o.rel_tol = 0;  // never met: every run does exactly max_iter iterations
+  auto candidate = [&](int iters) {
+    o.max_iter = iters;
+    lab07::cg_solve(A.view(), b.data(), x.data(), o);
+    last.called();
+  };
+  const auto cmp = per_iteration(baseline, candidate,
+                                 [&](int iters) { return solver_case(Solver::loop, A, b, x, last, iters); });
+  labkit::gate::require_speedup(cmp, "the bytes-moved floor at memcpy bandwidth (cudaMemcpy of those bytes)",
+                                "step 4 (one CG iteration)", bytes / 1e9, "GB");
+}
+
+TEST_CASE("step6.speed", "[lab07][step6][speed]") {
+  LABKIT_REQUIRE_GPU();
+  const DevCsr A(big_poisson());
+  const int n = A.host.rows;
+  labkit::DeviceBuffer<double> b(static_cast<std::size_t>(n)), xb(static_cast<std::size_t>(n));
+  labkit::GuardedBuffer<double> x(std::size_t(n), "x");
+  labkit::fill_random_device(b.data(), std::size_t(n), speed_seed("b", -1));
+  check_solver_at_size(Solver::graph, A, b);
+  LastCandidateCall last;
+  lab07::CgOptions o;
+  o.rel_tol = 0;
+  auto candidate = [&](int iters) {
+    o.max_iter = iters;
+    lab07::cg_solve_graph(A.view(), b.data(), x.data(), o);
+    last.called();
+  };
+  auto baseline = [&](int iters) {  // its own x: never overwrites the candidate's
+    lab07_baseline::cusparse_cublas_cg(cublas(), cusparse(), A.view(), b.data(), xb.data(), 0.0, iters);
+  };
+  const auto cmp = per_iteration(baseline, candidate,
+                                 [&](int iters) { return solver_case(Solver::graph, A, b, x, last, iters); });
+  const double bytes = iteration_floor_bytes(A.host);
+  const double bw = labkit::memcpy_bandwidth_gbs();
+  labkit::report::metric("floor_fraction", bytes / (bw * 1e9) * 1e3 / cmp.candidate.median_ms, "x");
+  labkit::gate::require_speedup(cmp, "cuSPARSE + cuBLAS CG (one iteration)", "step 6 (one CG iteration)",
+                                bytes / 1e9, "GB");
+}

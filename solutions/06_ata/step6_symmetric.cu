@@ -1,0 +1,114 @@
+// Lab 06 reference, step 6: step 5 plus symmetry: only the tiles on or above the diagonal of C compute, each writes
+// its tile and the mirror image.
+//
+// Notation: C(i, j) = sum_k A(k, i) * A(k, j). The rows i of a block's C tile come from the column panel
+// P = A[k][I0 .. I0+T) and its columns j from the panel Q = A[k][J0 .. J0+T). Both panels are slices of ROWS of A,
+// so a warp loading them reads consecutive addresses: the "transpose" in A^T costs nothing as long as the tiles
+// are stored k-major in shared memory, exactly as they lie in A.
+#include <cstddef>
+
+#include "ata.h"
+#include "labkit/labkit.h"
+
+namespace lab06 {
+
+namespace {
+
+unsigned blocks(int n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
+
+// Blocks on or above the diagonal of a T x T grid of tiles: T(T+1)/2 of them, launched as a 1-D grid.
+unsigned upper_blocks(int T) {
+  const unsigned long long n = static_cast<unsigned long long>(T) * (T + 1) / 2;
+  if (n > 0x7FFFFFFFull) throw std::invalid_argument("lab06: N too large for a 1-D grid of upper tiles");
+  return static_cast<unsigned>(n);
+}
+
+// Linear index b -> tile (bi, bj) with bi <= bj, row by row: row r holds the T - r tiles bj = r .. T-1.
+// A loop of at most T cheap steps per block (T = 128 at N = 8192 with 64-wide tiles): microseconds, against a
+// block that runs for a millisecond or more. Consecutive b share bi, so neighbouring blocks reuse panel P in L2.
+__device__ __forceinline__ void upper_tile(int b, int T, int& bi, int& bj) {
+  int r = 0;
+  while (b >= T - r) {
+    b -= T - r;
+    ++r;
+  }
+  bi = r;
+  bj = r + b;
+}
+
+
+// Step 4's layout with one more row and column per thread: a 64x64 tile of C per block of 16x16 threads, each thread
+// a 4x4 block of C in registers, rows ty + 16a and columns tx + 16b (a, b = 0..3), panels of BK = 16 rows of A.
+// Why it pays: per k a warp reads 4 broadcasts of sP and 4 wavefronts of sQ (one 128-byte row segment each) for 16
+// FMAs per lane, where step 4 read 6 for 9. On an H100 an SM serves one shared-memory wavefront per clock and 2 warp
+// DFMAs per clock, so step 4's inner loop waits on shared memory (6 clocks of loads for 4.5 of FMAs) and this one is
+// balanced (8 for 8). Each block also reads A once per 64 columns of C instead of 48: a quarter less global and L2
+// traffic. The cost: 16 accumulator doubles (32 registers; step 4 holds 9) per thread; -Xptxas -v must still
+// show no spills. The bank-conflict argument of step 4 is unchanged (strided rows and columns).
+namespace rb {
+constexpr int BT = 64, BK = 16, TT = 4, TX = 16;
+constexpr int kThreads = TX * TX;                       // 256
+constexpr int kLoads = BK * BT / kThreads;              // 4 elements of each panel per thread and tile
+static_assert(BK * BT % kThreads == 0, "panel tile must split evenly over the threads");
+static_assert(TT * TX == BT, "a thread's 4x4 block strides over the whole tile");
+}  // namespace rb
+
+__global__ void __launch_bounds__(rb::kThreads) ata_symmetric_kernel(int M, int N, const double* __restrict__ A,
+                                                                     double* __restrict__ C, int T) {
+  using namespace rb;
+  __shared__ double sP[BK][BT];
+  __shared__ double sQ[BK][BT];
+  const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX;
+  int bi, bj;  // the grid holds only the tiles with bi <= bj
+  upper_tile(blockIdx.x, T, bi, bj);
+  const int I0 = bi * BT, J0 = bj * BT;
+  double acc[TT][TT] = {};
+  for (int k0 = 0; k0 < M; k0 += BK) {
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int e = tid + l * kThreads, r = e / BT, c = e % BT, k = k0 + r;  // a warp: 32 consecutive c
+      sP[r][c] = (k < M && I0 + c < N) ? A[std::size_t(k) * N + I0 + c] : 0.0;
+      sQ[r][c] = (k < M && J0 + c < N) ? A[std::size_t(k) * N + J0 + c] : 0.0;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      double p[TT], q[TT];
+#pragma unroll
+      for (int a = 0; a < TT; ++a) p[a] = sP[kk][ty + TX * a];
+#pragma unroll
+      for (int b = 0; b < TT; ++b) q[b] = sQ[kk][tx + TX * b];
+#pragma unroll
+      for (int a = 0; a < TT; ++a)
+#pragma unroll
+        for (int b = 0; b < TT; ++b) acc[a][b] += p[a] * q[b];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int a = 0; a < TT; ++a) {
+    const int i = I0 + ty + TX * a;
+#pragma unroll
+    for (int b = 0; b < TT; ++b) {
+      const int j = J0 + tx + TX * b;
+      // Mirror write. On a diagonal tile only i <= j writes (both places), so C(j, i) is the very value of C(i, j):
+      // the result is symmetric bit for bit. The mirror store is strided (16 rows per warp); it is O(N^2) traffic
+      // against O(M N^2) arithmetic.
+      if (i < N && j < N && (bi != bj || i <= j)) {
+        C[std::size_t(i) * N + j] = acc[a][b];
+        C[std::size_t(j) * N + i] = acc[a][b];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void ata_symmetric(int M, int N, const double* A, double* C) {
+  check_sizes(M, N);
+  const int T = static_cast<int>(blocks(N, rb::BT));
+  ata_symmetric_kernel<<<upper_blocks(T), rb::kThreads>>>(M, N, A, C, T);
+  LABKIT_CHECK_LAUNCH();
+}
+
+}  // namespace lab06
