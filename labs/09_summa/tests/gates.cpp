@@ -25,6 +25,22 @@
 
 namespace {
 
+// MPI errors inside a step (a receive longer than its buffer, an invalid datatype) are recorded here instead of
+// aborting the job, so that the gate can name them with the rank; the step goes on with what MPI did deliver.
+std::vector<std::string> g_mpi_errors;
+void record_mpi_error(MPI_Comm*, int* code, ...) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(*code, text, &len);
+  if (g_mpi_errors.size() < 4) g_mpi_errors.emplace_back(text, static_cast<std::size_t>(len));
+}
+std::string take_mpi_errors() {
+  std::string out;
+  for (const auto& e : g_mpi_errors) out += (out.empty() ? "" : "; ") + e;
+  g_mpi_errors.clear();
+  return out.empty() ? out : "MPI reported: " + out;
+}
+
 // MPI lives for the whole run of the gate binary: started before the first gate, finished after the last.
 class MpiLifetime : public Catch::EventListenerBase {
  public:
@@ -33,6 +49,11 @@ class MpiLifetime : public Catch::EventListenerBase {
     int started = 0;
     MPI_Initialized(&started);
     if (!started) MPI_Init(nullptr, nullptr);
+    // Communicators made from MPI_COMM_WORLD (the grids) inherit the handler.
+    MPI_Errhandler handler;
+    MPI_Comm_create_errhandler(record_mpi_error, &handler);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, handler);
+    MPI_Errhandler_free(&handler);
   }
   void testRunEnded(const Catch::TestRunStats&) override {
     int started = 0, finished = 0;
@@ -93,7 +114,8 @@ void require_all(const std::string& mine, const std::string& context) {
 }
 
 // Runs a step on the grid's processes (the others wait). When a process throws, all of them know: a step that is
-// not written anywhere is reported as not implemented; anything else fails the gate naming the ranks that threw.
+// not written anywhere is reported as not implemented; anything else, or an MPI error, fails the gate naming the
+// ranks.
 template <class F>
 void collective_call(const lab09::Grid& g, const std::string& context, F&& step) {
   std::string error;
@@ -108,6 +130,8 @@ void collective_call(const lab09::Grid& g, const std::string& context, F&& step)
     } catch (...) {
       error = "threw something that is not a std::exception", threw = 1;
     }
+    if (const std::string mpi = take_mpi_errors(); !mpi.empty())
+      error = (threw ? error + "; " : std::string()) + mpi, threw = 1, not_implemented = 0;
   }
   int counts[3] = {threw, not_implemented, g.member() ? 1 : 0};
   MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
