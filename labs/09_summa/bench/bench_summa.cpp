@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     float* sa = e.gpu ? da : pa.data();
     float* sb = e.gpu ? db : pb.data();
     double bytes = 0;
-    const double comm = time_ms(e, 0, [&] {
+    const double comm = time_ms(e, repeats, [&] {
       bytes = 0;
       for (int kb = 0; kb < steps; ++kb) {
         const int w = std::min(b, N - kb * b);
