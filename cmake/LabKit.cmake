@@ -5,7 +5,9 @@
 #                  TESTS tests/gates.cpp ...    # Catch2 gates, compiled once, linked against each tree
 #                  [BENCH bench/bench.cpp ...]  # size sweep writing CSV, linked against each tree
 #                  [LIBS CUDA::cublas ...]      # imported targets the implementation needs
-#                  [CUDA_FLAGS --extended-lambda ...])  # extra nvcc flags (targets and the grading recipe)
+#                  [CUDA_FLAGS --extended-lambda ...]  # extra nvcc flags (targets and the grading recipe)
+#                  [LAUNCHER mpirun -np 4 ...])         # how a gate binary is started (CTest and the recipe's
+#                                                      # "launcher", which the grader puts in front of it)
 #
 # For each tree (student/, and solutions/NN_topic/ when it exists) it makes
 #   labNN_<tree>          static library of the implementation
@@ -70,7 +72,7 @@ function(_labkit_rubric_gates rubric out_ids out_kinds)
 endfunction()
 
 function(labkit_add_lab)
-  cmake_parse_arguments(LAB "" "ID" "SOURCES;TESTS;BENCH;LIBS;CUDA_FLAGS" ${ARGN})
+  cmake_parse_arguments(LAB "" "ID" "SOURCES;TESTS;BENCH;LIBS;CUDA_FLAGS;LAUNCHER" ${ARGN})
   get_filename_component(lab_name ${CMAKE_CURRENT_SOURCE_DIR} NAME)
   set(id ${LAB_ID})
   set(lab_dir ${CMAKE_CURRENT_SOURCE_DIR})
@@ -118,7 +120,7 @@ function(labkit_add_lab)
     foreach(gate IN LISTS gate_ids)
       list(FIND gate_ids ${gate} pos)
       list(GET gate_kinds ${pos} kind)
-      add_test(NAME lab${id}.${tree}.${gate} COMMAND lab${id}_gates_${tree} "${gate}")
+      add_test(NAME lab${id}.${tree}.${gate} COMMAND ${LAB_LAUNCHER} $<TARGET_FILE:lab${id}_gates_${tree}> "${gate}")
       set_tests_properties(lab${id}.${tree}.${gate} PROPERTIES LABELS "lab${id};${tree};${kind}" TIMEOUT 300)
       if(NOT LABS_REQUIRE_GPU)
         set_tests_properties(lab${id}.${tree}.${gate} PROPERTIES SKIP_RETURN_CODE 4)  # Catch2: all skipped
@@ -143,11 +145,28 @@ function(labkit_add_lab)
   foreach(inc IN LISTS CUDAToolkit_INCLUDE_DIRS)
     list(APPEND compile -I${inc})
   endforeach()
-  _labkit_json_list(compile_json ${compile})
   set(lib_files)
   foreach(l IN LISTS LAB_LIBS)
-    list(APPEND lib_files "$<TARGET_FILE:${l}>")
+    get_target_property(l_type ${l} TYPE)
+    if(l_type STREQUAL "INTERFACE_LIBRARY")  # e.g. MPI::MPI_C: headers and library files, no file of its own
+      get_target_property(l_incs ${l} INTERFACE_INCLUDE_DIRECTORIES)
+      get_target_property(l_libs ${l} INTERFACE_LINK_LIBRARIES)
+      foreach(inc IN LISTS l_incs)
+        if(inc)
+          list(APPEND compile -I${inc})
+        endif()
+      endforeach()
+      foreach(f IN LISTS l_libs)
+        if(f)
+          list(APPEND lib_files ${f})
+        endif()
+      endforeach()
+    else()
+      list(APPEND lib_files "$<TARGET_FILE:${l}>")
+    endif()
   endforeach()
+  _labkit_json_list(compile_json ${compile})
+  _labkit_json_list(launcher_json ${LAB_LAUNCHER})
   _labkit_json_list(sources_json ${LAB_SOURCES})
   _labkit_json_list(libs_json
     $<TARGET_FILE:labkit_gates_main> $<TARGET_FILE:labkit_gates> $<TARGET_FILE:labkit>
@@ -165,6 +184,7 @@ function(labkit_add_lab)
   \"gate_objects\": [\"$<JOIN:$<TARGET_OBJECTS:lab${id}_gate_objs>,\", \">\"],
   \"link\": [\"${CMAKE_CXX_COMPILER}\"],
   \"link_libraries\": ${libs_json},
+  \"launcher\": ${launcher_json},
   \"student_gates\": \"$<TARGET_FILE:lab${id}_gates_student>\",
   \"student_target\": \"lab${id}_gates_student\",
   \"solution_gates\": \"$<$<TARGET_EXISTS:lab${id}_gates_solution>:$<TARGET_FILE_DIR:lab${id}_gates_student>/lab${id}_gates_solution>\",

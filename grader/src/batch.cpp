@@ -571,6 +571,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
     const LabPlan& plan = labs_[i];
     GateRunSpec spec;
     spec.exe = s.exes[i];
+    spec.launcher = plan.recipe.launcher;
     spec.rubric = plan.gate_rubric;
     spec.log_dir = s.result_dir / "logs" / lab_tag(plan.recipe);
     fs::create_directories(spec.log_dir);

@@ -162,6 +162,7 @@ int grade_main(const GradeOptions& opts) {
     }
     GateRunSpec spec;
     spec.exe = exe;
+    spec.launcher = recipe.launcher;
     spec.log_dir = build.dir / "grading" / "logs" / tree / ("lab" + recipe.lab);
     fs::create_directories(spec.log_dir);
     // The gate binary reads the grader's copy: floors as thresholds (partial credit, see apply_rubric).

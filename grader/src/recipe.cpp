@@ -50,6 +50,7 @@ Recipe load_recipe(const fs::path& json_file) {
   r.gate_objects = list("gate_objects");
   r.link = list("link");
   r.link_libraries = list("link_libraries");
+  r.launcher = list("launcher");
   r.student_gates = str("student_gates");
   r.solution_gates = str("solution_gates");
   r.student_target = str("student_target");

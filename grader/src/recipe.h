@@ -14,6 +14,7 @@ struct Recipe {
   fs::path lab_dir, rubric;
   std::vector<std::string> student_sources;  // relative to student/ (and solutions/<name>/)
   std::vector<std::string> compile, gate_objects, link, link_libraries;
+  std::vector<std::string> launcher;  // how the gate binary is started (lab 09: mpirun -np 4 ...); empty: directly
   fs::path student_gates, solution_gates;
   std::string student_target, solution_target;
   fs::path file;  // the recipe itself

@@ -94,8 +94,9 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
 
   ProcessSpec ps = spec.process;
   ps.argv = spec.prefix;
-  ps.argv.insert(ps.argv.end(),
-                 {spec.exe.string(), "--labkit-results", "/dev/fd/3", "--labkit-rubric", spec.rubric.string()});
+  ps.argv.insert(ps.argv.end(), spec.launcher.begin(), spec.launcher.end());
+  ps.argv.insert(ps.argv.end(), {spec.exe.string(), "--labkit-results", spec.launcher.empty() ? "/dev/fd/3" : "@parent:3",
+                                 "--labkit-rubric", spec.rubric.string()});
   // One argument, names joined with commas (Catch2 ORs them; separate arguments would be ANDed).
   std::vector<std::string> names;
   for (const auto& g : gates) names.push_back(catch2_test_arg(g));

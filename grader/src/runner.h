@@ -30,6 +30,9 @@ struct GateRunSpec {
   // How the process is started (sandbox, uid slot, environment, limits). argv/output/channel are filled in.
   ProcessSpec process;
   std::vector<std::string> prefix;  // e.g. compute-sanitizer --tool memcheck ... (empty: run directly)
+  // The recipe's launcher (mpirun -np 4 ...), between prefix and the gate binary. The launcher does not hand the
+  // channel descriptor on, so the gate binary is told to open its parent's (the launcher's): "@parent:3".
+  std::vector<std::string> launcher;
   std::string log_tag = "run";      // "run", "memcheck", "racecheck"
   // The default memory and race checks after the graded run (check_with_sanitizers): on unless the instructor
   // or student turns them off (--no-sanitizer-checks); the rubric's sanitizer_time_limit_s per tool.

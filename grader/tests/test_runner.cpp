@@ -372,3 +372,31 @@ TEST_CASE("sanitizer logs: errors counted, racecheck warnings and the exit-code 
   CHECK(sanitizer_error_count("========= Misaligned Shared or Local Address\n========= ERROR SUMMARY: 1 error\n") ==
         1);
 }
+
+// A recipe's launcher (mpirun in lab 09) goes between the prefix and the gate binary; like mpirun, this one keeps the
+// channel descriptor to itself, so the gate binary is told "@parent:3" and writes to the launcher's descriptor.
+TEST_CASE("a launcher starts the gate binary, which reports through the launcher's descriptor", "[runner]") {
+  Fixture f("none");
+  fs::path launcher = f.dir.path / "launcher.sh";
+  std::ofstream(launcher) << "#!/bin/bash\n\"$@\" 3>&-\n";  // runs the gate as a child with fd 3 closed
+  fs::permissions(launcher, fs::perms::owner_all);
+  fs::path gate = f.dir.path / "mpi_gate.sh";
+  std::ofstream(gate) << R"(#!/bin/bash
+[ "$2" = "@parent:3" ] || { echo "channel argument: $2"; exit 9; }
+{ [ -e /dev/fd/3 ] && echo "fd 3 leaked to the gate"; } 2>/dev/null
+ch=/proc/$PPID/fd/3
+echo '{"event":"run_start","lab":"98","seed":7,"device":"none","rubric":"r"}' >> $ch
+IFS=, read -ra gates <<< "$5"
+for g in "${gates[@]}"; do
+  echo "{\"event\":\"gate_start\",\"gate\":\"$g\"}" >> $ch
+  echo "{\"event\":\"gate_end\",\"gate\":\"$g\",\"status\":\"passed\",\"message\":\"\",\"seconds\":0}" >> $ch
+done
+echo '{"event":"run_end","passed":3,"failed":0,"skipped":0}' >> $ch
+)";
+  fs::permissions(gate, fs::perms::owner_all);
+  f.spec.exe = gate;
+  f.spec.launcher = {launcher.string()};
+  run_gates(f.lab, f.spec);
+  for (const char* g : {"a", "b", "c"}) CHECK(f.status(g) == Status::passed);
+  CHECK(read_file(f.spec.log_dir / "run1.log").find("leaked") == std::string::npos);
+}
