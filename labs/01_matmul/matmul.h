@@ -25,7 +25,18 @@ void matmul_tiled(int M, int N, int K, const float* A, const float* B, float* C)
 // Step 4: register blocking: each thread computes a TM x TN block of C.
 void matmul_regblock(int M, int N, int K, const float* A, const float* B, float* C);
 
-// Step 5: tuned: A tile transposed in shared memory, 16-byte loads, no bank conflicts, unrolled loops.
+// Step 5, one idea per sub-step, each building on the one before (same 128 x 128 tile per block of 256 threads):
+// 5a: step 4 with the A tile stored transposed in shared memory, read with 16-byte (float4) shared loads.
+void matmul_transposed_a(int M, int N, int K, const float* A, const float* B, float* C);
+// 5b: a thread-to-result layout (four 4x4 sub-blocks per thread) whose 16-byte shared loads are conflict-free.
+void matmul_conflict_free(int M, int N, int K, const float* A, const float* B, float* C);
+// 5c: 16-byte global loads and stores, taken only where every row of A, B and C starts on a 16-byte boundary.
+void matmul_vector_loads(int M, int N, int K, const float* A, const float* B, float* C);
+// 5d: two shared buffers: the next tile's global loads are in flight while the current tile is multiplied.
+void matmul_double_buffer(int M, int N, int K, const float* A, const float* B, float* C);
+// 5e: 16-deep k-tiles with __launch_bounds__ keeping two blocks per SM.
+void matmul_launch_bounds(int M, int N, int K, const float* A, const float* B, float* C);
+// 5f: the tuned kernel: blocks visit the tiles of C in grouped order, so that reused panels stay in L2.
 void matmul_tuned(int M, int N, int K, const float* A, const float* B, float* C);
 
 }  // namespace lab01

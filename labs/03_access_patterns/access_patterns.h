@@ -21,14 +21,16 @@ void copy_offset(std::size_t n, int offset, const float* in, float* out);
 // 1 <= stride <= kMaxStride.
 void copy_strided(std::size_t n, int stride, const float* in, float* out);
 
-// PROVIDED (complete in the skeleton): lab 02's padded-tile transpose, blocks visiting the tiles in row-major
-// order (blockIdx.x along the columns of `in`). `in` is rows x cols row-major, `out` cols x rows. Any rows, cols
-// >= 1 up to what the grid covers.
+// PROVIDED (complete in the skeleton, in step 3's file): lab 02's padded-tile transpose, blocks visiting the tiles
+// in row-major order (blockIdx.x along the columns of `in`). `in` is rows x cols row-major, `out` cols x rows. Any
+// rows, cols >= 1 up to what the grid covers.
 void transpose_rowmajor(int rows, int cols, const float* in, float* out);
 
-// Step 3: the same transpose, but block b (in launch order) handles the tile on a DIAGONAL: consecutive blocks
-// take tiles in different tile-rows and tile-columns. Must be correct for every shape, including rectangular
-// matrices whose tile grid is not square.
-void transpose_diagonal(int rows, int cols, const float* in, float* out);
+// Step 3: the same transpose, but block b (in launch order, b = blockIdx.x + gridDim.x * blockIdx.y) handles the
+// tile on a DIAGONAL: consecutive blocks take tiles in different tile-rows and tile-columns. Must be correct for
+// every shape, including rectangular matrices whose tile grid is not square.
+// tile_log: when not null, gridDim.x * gridDim.y ints; block b writes tile_log[b] = tile_row * gridDim.x + tile_col
+// of the tile it moved (the provided transpose_tile does it), so that the gates can see the block order.
+void transpose_diagonal(int rows, int cols, const float* in, float* out, int* tile_log = nullptr);
 
 }  // namespace lab03

@@ -1,7 +1,9 @@
 // Lab 01 gates. Correctness: every step over shapes from 1x1x1 to 2048^3 (primes, non-multiples of every tile
 // size, 1xN and Mx1, M,N >> K), fresh random inputs per run, guard bands around every array, C checked for
-// never-written elements and for run-to-run differences. Speed: every step against the gate's own cuBLAS call,
-// fresh inputs and a cold L2 per timed call, the last timed output verified (labkit::compare_speed with a TimedCase).
+// never-written elements and for run-to-run differences, and shapes whose A, B or C pointer is not 16-byte aligned
+// (rows that suit 16-byte loads, so that a float4 path without an alignment check faults or reads the wrong
+// elements). Speed: every step against the gate's own cuBLAS call (tests/cublas_baseline.h), fresh inputs and a
+// cold L2 per timed call, the last timed output verified (labkit::compare_speed with a TimedCase).
 #include <catch2/catch_test_macros.hpp>
 #include <algorithm>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cublas_baseline.h"
 #include "labkit/cublas.h"
 #include "labkit/gate.h"
 #include "labkit/guard.h"
@@ -22,10 +25,21 @@
 
 namespace {
 
-enum class Step { cublas = 0, naive_col, naive_row, tiled, regblock, tuned };
-const char* const kStepName[] = {"step 0 (cuBLAS)",   "step 1 (naive, column walk)",
-                                 "step 2 (naive, row walk)", "step 3 (shared-memory tiles)",
-                                 "step 4 (register blocking)", "step 5 (tuned)"};
+enum class Step {
+  cublas = 0, naive_col, naive_row, tiled, regblock,
+  transposed_a, conflict_free, vector_loads, double_buffer, launch_bounds, tuned
+};
+const char* const kStepName[] = {"step 0 (cuBLAS)",
+                                 "step 1 (naive, column walk)",
+                                 "step 2 (naive, row walk)",
+                                 "step 3 (shared-memory tiles)",
+                                 "step 4 (register blocking)",
+                                 "step 5a (transposed A tile)",
+                                 "step 5b (conflict-free layout)",
+                                 "step 5c (16-byte global loads)",
+                                 "step 5d (double buffering)",
+                                 "step 5e (launch bounds, 16-deep tiles)",
+                                 "step 5f (grouped block order)"};
 
 labkit::CublasHandle& cublas() {
   static labkit::CublasHandle handle;  // created once per process: handle creation costs ~100 ms
@@ -39,14 +53,18 @@ void run(Step s, int M, int N, int K, const float* A, const float* B, float* C) 
     case Step::naive_row: return lab01::matmul_naive_row(M, N, K, A, B, C);
     case Step::tiled: return lab01::matmul_tiled(M, N, K, A, B, C);
     case Step::regblock: return lab01::matmul_regblock(M, N, K, A, B, C);
+    case Step::transposed_a: return lab01::matmul_transposed_a(M, N, K, A, B, C);
+    case Step::conflict_free: return lab01::matmul_conflict_free(M, N, K, A, B, C);
+    case Step::vector_loads: return lab01::matmul_vector_loads(M, N, K, A, B, C);
+    case Step::double_buffer: return lab01::matmul_double_buffer(M, N, K, A, B, C);
+    case Step::launch_bounds: return lab01::matmul_launch_bounds(M, N, K, A, B, C);
     case Step::tuned: return lab01::matmul_tuned(M, N, K, A, B, C);
   }
 }
 
-// A reference step the gates trust for large outputs: cuBLAS with the same row-major trick, called directly.
+// The product the gates trust for large outputs and time every step against (tests/cublas_baseline.h).
 void reference_sgemm(int M, int N, int K, const float* A, const float* B, float* C) {
-  const float one = 1.f;
-  LABKIT_CUBLAS(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &one, C, N));
+  lab01::baseline::sgemm_rowmajor(cublas(), M, N, K, A, B, C);
 }
 
 // Tolerance. An fp32 dot product of K random terms accumulates rounding errors that grow like sqrt(K)*u
@@ -75,32 +93,63 @@ constexpr double kFullReferenceLimit = double(1 << 28);  // multiply-adds; above
 // rows suit 16-byte loads, and 1037x999x64, more than 8 blocks of 128 rows).
 constexpr double kSanitizerCap = double(1 << 26);
 
+// Where the step's pointers start: this many floats past the (256-byte aligned) start of each allocation. 1, 2 or
+// 3 put a pointer off every 16-byte boundary; the elements before it belong to nobody and must stay as they are.
+struct Offsets {
+  int a = 0, b = 0, c = 0;
+  bool any() const { return a || b || c; }
+};
+std::string str(const Shape& s, const Offsets& o) {
+  if (!o.any()) return str(s);
+  return str(s) + " (pointers " + std::to_string(4 * o.a) + ", " + std::to_string(4 * o.b) + " and " +
+         std::to_string(4 * o.c) + " bytes past a 16-byte boundary for A, B and C)";
+}
+
+// The allocation of one matrix: `off` random floats, then the matrix; `at` is what the step sees.
+std::vector<float> with_prefix(std::size_t n, int off, const std::string& label) {
+  return labkit::random_floats(off + n, labkit::gate::seed(label));
+}
+std::vector<float> tail(const std::vector<float>& v, int off) { return std::vector<float>(v.begin() + off, v.end()); }
+
 struct Inputs {
   Shape s;
-  std::vector<float> A, B, C0;
+  Offsets off;
+  std::vector<float> A_all, B_all, C_all;  // the whole allocations (offset elements first)
+  std::vector<float> A, B, C0;             // the matrices the step sees
   labkit::GuardedBuffer<float> dA, dB, dC;
-  explicit Inputs(Shape sh)
+  std::vector<float> last_C_all;  // the whole of C's allocation after the last run_step
+  explicit Inputs(Shape sh, Offsets o = {})
       : s(sh),
-        A(labkit::random_floats(std::size_t(sh.M) * sh.K, labkit::gate::seed("A " + str(sh)))),
-        B(labkit::random_floats(std::size_t(sh.K) * sh.N, labkit::gate::seed("B " + str(sh)))),
-        C0(labkit::random_floats(std::size_t(sh.M) * sh.N, labkit::gate::seed("C " + str(sh)))),
-        dA(A.size(), "A"),
-        dB(B.size(), "B"),
-        dC(C0.size(), "C") {
-    dA.set_row_length(sh.K);  // an out-of-bounds write is then located in rows, not only elements
-    dB.set_row_length(sh.N);
-    dC.set_row_length(sh.N);
-    dA.upload(A);
-    dB.upload(B);
-    dC.upload(C0);
+        off(o),
+        A_all(with_prefix(std::size_t(sh.M) * sh.K, o.a, "A " + str(sh, o))),
+        B_all(with_prefix(std::size_t(sh.K) * sh.N, o.b, "B " + str(sh, o))),
+        C_all(with_prefix(std::size_t(sh.M) * sh.N, o.c, "C " + str(sh, o))),
+        A(tail(A_all, o.a)),
+        B(tail(B_all, o.b)),
+        C0(tail(C_all, o.c)),
+        dA(A_all.size(), "A"),
+        dB(B_all.size(), "B"),
+        dC(C_all.size(), "C") {
+    if (!o.any()) {  // an out-of-bounds write is then located in rows, not only elements
+      dA.set_row_length(sh.K);
+      dB.set_row_length(sh.N);
+      dC.set_row_length(sh.N);
+    }
+    dA.upload(A_all);
+    dB.upload(B_all);
+    dC.upload(C_all);
   }
+  const float* a() const { return dA.data() + off.a; }
+  const float* b() const { return dB.data() + off.b; }
+  float* c() { return dC.data() + off.c; }
   std::vector<float> run_step(Step step) {
-    dC.upload(C0);
+    dC.upload(C_all);
     // Only the step's own kernels may run (the rubric's allow_libraries lets step 0 call cuBLAS). run_step is the
     // correctness call and the speed gates' untimed verification call; timed repetitions call run() unrecorded.
-    labkit::gate::own_kernels(kStepName[int(step)], [&] { run(step, s.M, s.N, s.K, dA.data(), dB.data(), dC.data()); });
+    labkit::gate::own_kernels(kStepName[int(step)], [&] { run(step, s.M, s.N, s.K, a(), b(), c()); });
     LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
-    return dC.download();
+    last_C_all = dC.download();
+    return tail(last_C_all, off.c);
   }
 };
 
@@ -151,11 +200,16 @@ void add_hypotheses(const Inputs& in, const std::vector<double>& ref, labkit::Ch
 }
 
 // Checks one step on one shape: value, never-written elements, guard bands, unmodified inputs, repeatability.
-void check_shape(Step step, const Shape& s) {
-  Inputs in(s);
+void check_shape(Step step, const Shape& s, Offsets o = {}) {
+  Inputs in(s, o);
   const std::vector<float> out = in.run_step(step);
+  const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(s, o);
+  // The floats before C belong to nobody: a kernel that rounds C down to a 16-byte boundary writes them.
+  labkit::gate::require(labkit::check_unmodified(std::vector<float>(in.last_C_all.begin(), in.last_C_all.begin() + o.c),
+                                                 std::vector<float>(in.C_all.begin(), in.C_all.begin() + o.c),
+                                                 "the floats before C (C was not 16-byte aligned)"),
+                        ctx);
   const std::vector<float> again = in.run_step(step);  // identical inputs: must give identical bits
-  const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(s);
   const labkit::Verdict same = labkit::check_same_runs(out, again, options_for(in));
   // A wrong answer that also changes from run to run is a race: say so together with the wrong values.
   auto require = [&](const labkit::Verdict& v, const std::string& where) {
@@ -169,8 +223,8 @@ void check_shape(Step step, const Shape& s) {
     auto g = buf->check_guards();
     if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
   }
-  labkit::gate::require(labkit::check_unmodified(in.dA.download(), in.A, "A"), ctx);
-  labkit::gate::require(labkit::check_unmodified(in.dB.download(), in.B, "B"), ctx);
+  labkit::gate::require(labkit::check_unmodified(in.dA.download(), in.A_all, "A"), ctx);
+  labkit::gate::require(labkit::check_unmodified(in.dB.download(), in.B_all, "B"), ctx);
 
   labkit::CheckOptions opt = options_for(in);
   if (double(s.M) * s.N * s.K <= kFullReferenceLimit) {
@@ -194,7 +248,7 @@ void check_shape(Step step, const Shape& s) {
     if (step != Step::cublas) {
       labkit::GuardedBuffer<float> trusted(in.C0.size(), "C (cuBLAS)");
       trusted.upload(in.C0);
-      reference_sgemm(s.M, s.N, s.K, in.dA.data(), in.dB.data(), trusted.data());
+      reference_sgemm(s.M, s.N, s.K, in.a(), in.b(), trusted.data());
       const auto t = trusted.download();
       labkit::gate::require(labkit::check_close_at(t, samples, opt), "the cuBLAS cross-check itself, " + str(s));
       require(labkit::check_close(out, std::vector<double>(t.begin(), t.end()), opt), ctx + " (compared with cuBLAS)");
@@ -203,10 +257,21 @@ void check_shape(Step step, const Shape& s) {
   labkit::gate::require(same, ctx);
 }
 
+// Pointers off a 16-byte boundary, one matrix at a time and all three at once, on shapes whose K and N are
+// multiples of 4: a step that takes a float4 path after checking only K and N faults (misaligned address) or
+// reads the wrong floats here. Small enough for the sanitizer's cap.
+const std::vector<std::pair<Shape, Offsets>> kMisaligned = {
+    {{68, 132, 36}, {1, 0, 0}},
+    {{68, 132, 36}, {0, 2, 0}},
+    {{68, 132, 36}, {0, 0, 3}},
+    {{260, 264, 300}, {3, 1, 2}},
+};
+
 void check_step(Step step) {
   labkit::gate::SanitizerCap cap(kSanitizerCap, "multiply-adds");
   for (const Shape& s : kShapes)
     if (!cap.skips(double(s.M) * s.N * s.K, str(s))) check_shape(step, s);
+  for (const auto& [s, o] : kMisaligned) check_shape(step, s, o);
 }
 
 // Speed: a step against the gate's own cuBLAS SGEMM (reference_sgemm, never the student's step 0) at n^3, after
@@ -239,6 +304,7 @@ labkit::TimedCase timed_case(SpeedRun& run_, Inputs& in) {
                C0 = labkit::random_floats(nn, run_.seed("C", k));
     labkit::gate::require(labkit::check_unmodified(in.dA.download(), A, "A"), "after the timed calls");
     labkit::gate::require(labkit::check_unmodified(in.dB.download(), B, "B"), "after the timed calls");
+    // (the speed gates' Inputs have no offsets: dA, dB and dC hold exactly A, B and C)
     labkit::GuardedBuffer<float> trusted(nn, "C (cuBLAS)");
     trusted.upload(C0);
     reference_sgemm(n, n, n, in.dA.data(), in.dB.data(), trusted.data());
@@ -324,7 +390,27 @@ TEST_CASE("step4.correct", "[lab01][step4][correctness]") {
   LABKIT_REQUIRE_GPU();
   check_step(Step::regblock);
 }
-TEST_CASE("step5.correct", "[lab01][step5][correctness]") {
+TEST_CASE("step5a.correct", "[lab01][step5a][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::transposed_a);
+}
+TEST_CASE("step5b.correct", "[lab01][step5b][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::conflict_free);
+}
+TEST_CASE("step5c.correct", "[lab01][step5c][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::vector_loads);
+}
+TEST_CASE("step5d.correct", "[lab01][step5d][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::double_buffer);
+}
+TEST_CASE("step5e.correct", "[lab01][step5e][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::launch_bounds);
+}
+TEST_CASE("step5f.correct", "[lab01][step5f][correctness]") {
   LABKIT_REQUIRE_GPU();
   check_step(Step::tuned);
 }
@@ -341,7 +427,28 @@ TEST_CASE("step4.speed", "[lab01][step4][speed]") {
   LABKIT_REQUIRE_GPU();
   check_speed(Step::regblock, 4096, Step::tiled);
 }
-TEST_CASE("step5.speed", "[lab01][step5][speed]") {
+// Each sub-step of step 5 against the same cuBLAS call at 4096^3, the sub-step before reported beside it.
+TEST_CASE("step5a.speed", "[lab01][step5a][speed]") {
   LABKIT_REQUIRE_GPU();
-  check_speed(Step::tuned, 4096, std::nullopt);
+  check_speed(Step::transposed_a, 4096, Step::regblock);
+}
+TEST_CASE("step5b.speed", "[lab01][step5b][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::conflict_free, 4096, Step::transposed_a);
+}
+TEST_CASE("step5c.speed", "[lab01][step5c][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::vector_loads, 4096, Step::conflict_free);
+}
+TEST_CASE("step5d.speed", "[lab01][step5d][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::double_buffer, 4096, Step::vector_loads);
+}
+TEST_CASE("step5e.speed", "[lab01][step5e][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::launch_bounds, 4096, Step::double_buffer);
+}
+TEST_CASE("step5f.speed", "[lab01][step5f][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::tuned, 4096, Step::launch_bounds);
 }

@@ -2,7 +2,7 @@
 // device-to-device, over square sizes 256..16384 and rectangular / odd shapes. Small matrices rotate through
 // several input/output sets so that repeats are not served from L2. Three runs each (median of repeats within a
 // run). Writes CSV; bench/plot_transpose.py draws GB/s vs size from it.
-//   lab02_bench_solution [--csv FILE] [--quick]
+//   lab02_bench_student [--csv FILE] [--quick]    (lab02_bench_solution: the same with the reference)
 #include <algorithm>
 #include <cstdio>
 #include <cstring>

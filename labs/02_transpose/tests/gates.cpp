@@ -1,6 +1,8 @@
 // Lab 02 gates. Correctness: every step over shapes from 1x1 to 4099x3001 (1xN, Nx1, primes, non-multiples of
 // the 32 and 64 tiles, rectangles both ways), fresh random inputs per run, guard bands around both arrays, the
-// output poisoned before every run, the input checked unmodified, and a second run compared bit for bit.
+// output poisoned before every run, the input checked unmodified, and a second run compared bit for bit; and shapes
+// whose `in` or `out` pointer is not 16-byte aligned (rows of a multiple of 4 floats, where a float4 path without
+// an alignment check faults or moves the wrong floats).
 // Speed: every step against cudaMemcpy device-to-device in one process at 8192 x 8192 (256 MB per matrix, far
 // beyond the 50 MB L2), fresh inputs and a cold L2 per timed call, the last timed output verified.
 #include <catch2/catch_test_macros.hpp>
@@ -110,38 +112,61 @@ labkit::CheckOptions options_for(Step step, const Shape& s) {
   return opt;
 }
 
+// Where the step's pointers start: this many floats past the (256-byte aligned) start of each allocation; 1, 2 or
+// 3 put a pointer off every 16-byte boundary. The floats before a pointer belong to nobody.
+struct Offsets {
+  int in = 0, out = 0;
+};
+std::string str(const Shape& s, const Offsets& o) {
+  if (o.in == 0 && o.out == 0) return str(s);
+  return str(s) + " (in " + std::to_string(4 * o.in) + " and out " + std::to_string(4 * o.out) +
+         " bytes past a 16-byte boundary)";
+}
+
 struct Inputs {
   Shape s;
+  Offsets off;
   std::uint64_t seed;
-  std::vector<float> in;
+  std::vector<float> in_all;  // the whole input allocation: off.in floats, then the matrix
+  std::vector<float> in;      // the matrix the step sees
   labkit::GuardedBuffer<float> din, dout;
-  explicit Inputs(Shape sh)
+  explicit Inputs(Shape sh, Offsets o = {})
       : s(sh),
-        seed(labkit::gate::seed("in " + str(sh))),
-        in(labkit::random_floats(std::size_t(sh.rows) * sh.cols, seed)),
-        din(in.size(), "in"),
-        dout(in.size(), "out") {
-    din.upload(in);
+        off(o),
+        seed(labkit::gate::seed("in " + str(sh, o))),
+        in_all(labkit::random_floats(o.in + std::size_t(sh.rows) * sh.cols, seed)),
+        in(in_all.begin() + o.in, in_all.end()),
+        din(in_all.size(), "in"),
+        dout(o.out + in.size(), "out") {
+    din.upload(in_all);
   }
   std::vector<float> run_step(Step step) {
     dout.poison();  // before EVERY run: an element this run skips shows up as never written
     // Only the step's own kernels may run (labkit/launches.h); the timed repetitions call run() unrecorded.
-    labkit::gate::own_kernels(kStepName[int(step)], [&] { run(step, s.rows, s.cols, din.data(), dout.data()); });
+    labkit::gate::own_kernels(kStepName[int(step)],
+                              [&] { run(step, s.rows, s.cols, din.data() + off.in, dout.data() + off.out); });
     LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
-    return dout.download();
+    const auto all = dout.download();
+    for (int j = 0; j < off.out; ++j)  // a kernel that rounds `out` down to a 16-byte boundary writes these
+      if (!labkit::is_poison(all[j]))
+        FAIL(kStepName[int(step)] << ", " << str(s, off) << ": the float " << off.out - j
+                                  << " before `out` was written: `out` is not 16-byte aligned here, so a float4 "
+                                     "path must check the pointer, not only the shape\n  "
+                                  << labkit::gate::reproduce_hint());
+    return std::vector<float>(all.begin() + off.out, all.end());
   }
 };
 
 // Checks one step on one shape: value, never-written elements, guard bands, unmodified input, repeatability.
-void check_shape(Step step, const Shape& s) {
-  Inputs in(s);
+void check_shape(Step step, const Shape& s, Offsets o = {}) {
+  Inputs in(s, o);
   const std::vector<float> out = in.run_step(step);
-  const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(s);
+  const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(s, o);
   for (const auto* buf : {&in.din, &in.dout}) {
     auto g = buf->check_guards();
     if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
   }
-  labkit::gate::require(labkit::check_unmodified(in.din.download(), in.in, "in"), ctx);
+  labkit::gate::require(labkit::check_unmodified(in.din.download(), in.in_all, "in"), ctx);
   labkit::CheckOptions opt = options_for(step, s);
   add_hypotheses(step, s, in.in, opt);
   labkit::gate::require(labkit::check_close(out, expected_for(step, s, in.in), opt), ctx);
@@ -149,8 +174,14 @@ void check_shape(Step step, const Shape& s) {
   labkit::gate::require(labkit::check_same_runs(out, again, opt), ctx);
 }
 
+// Pointers off a 16-byte boundary on shapes whose rows are a multiple of 4 floats, one side at a time and both.
+const std::vector<std::pair<Shape, Offsets>> kMisaligned = {
+    {{64, 64}, {1, 0}}, {{64, 64}, {0, 3}}, {{96, 128}, {2, 2}}, {{132, 68}, {3, 1}},
+};
+
 void check_step(Step step) {
   for (const Shape& s : kShapes) check_shape(step, s);
+  for (const auto& [s, o] : kMisaligned) check_shape(step, s, o);
 }
 
 // Speed: a step against cudaMemcpy device-to-device of the same bytes (the gate's own call, never a step of the

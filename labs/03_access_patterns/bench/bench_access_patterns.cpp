@@ -5,7 +5,7 @@
 //           (> 10 % below the median of the neighbours) flagged automatically
 // cudaMemcpy device-to-device of the same byte count is measured alongside the copies as the ceiling.
 // bench/plot_access_patterns.py draws the three figures from the CSV.
-//   lab03_bench_solution [--csv FILE] [--quick]
+//   lab03_bench_student [--csv FILE] [--quick]    (lab03_bench_solution: the same with the reference)
 #include <algorithm>
 #include <cstdio>
 #include <cstring>

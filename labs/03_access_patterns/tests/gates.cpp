@@ -1,8 +1,10 @@
 // Lab 03 gates. Correctness: the offset copy at every offset 0..32, the strided copy at strides 1..32, and the
 // diagonal transpose on every kind of shape (square, rectangular tile grids both ways, 1xN, Nx1, non-multiples of
-// 32, large); guard bands, poisoned outputs, unmodified inputs, a second run compared bit for bit. Speed: the
-// diagonal ordering against the gate's own row-major one (tests/rowmajor_baseline.cu, the same kernel as the
-// provided one) at 8192 x 8192, and the size sweep (which writes its CSV); fresh inputs per timed call.
+// 32, large); guard bands, poisoned outputs, unmodified inputs, a second run compared bit for bit. Order: the tile
+// log the diagonal transpose writes (which tile each block moved) must be a diagonal order (tests/block_order.h).
+// Speed: the diagonal ordering against the gate's own row-major one (tests/rowmajor_baseline.cu, the same kernel
+// as the provided one) at 8192 x 8192, and the size sweep (which writes its CSV); fresh inputs per timed call. The
+// speed gates measure a diagonal order only: their untimed check call reads the tile log too.
 #include <catch2/catch_test_macros.hpp>
 #include <algorithm>
 #include <cmath>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "access_patterns.h"
+#include "block_order.h"
 #include "rowmajor_baseline.h"
 #include "labkit/gate.h"
 #include "labkit/launches.h"
@@ -126,6 +129,31 @@ const std::vector<Shape> kShapes = {
 
 float input_at(std::uint64_t seed, std::size_t i) { return labkit::uniform_float(seed, i, -1.f, 1.f); }
 
+// The tile grid of a rows x cols transpose: gx tiles along the columns of `in`, gy along its rows.
+unsigned grid_x(int cols) { return unsigned((cols + 31) / 32); }
+unsigned grid_y(int rows) { return unsigned((rows + 31) / 32); }
+
+// Runs the diagonal transpose once with a tile log (filled with -1 first: "no tile recorded") and returns the log.
+// The output lands in `out`.
+std::vector<int> run_with_log(int rows, int cols, const float* in, float* out, const std::string& ctx) {
+  const std::size_t blocks = std::size_t(grid_x(cols)) * grid_y(rows);
+  labkit::GuardedBuffer<int> log(blocks, "tile log");
+  log.upload(std::vector<int>(blocks, -1));
+  labkit::gate::own_kernels("step 3 (transpose_diagonal)",
+                            [&] { lab03::transpose_diagonal(rows, cols, in, out, log.data()); });
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  auto g = log.check_guards();
+  if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+  return log.download();
+}
+
+// The same, and requires the logged block -> tile mapping to be a diagonal order.
+void require_diagonal_order(int rows, int cols, const float* in, float* out, const std::string& ctx) {
+  const std::string problem =
+      lab03::order::diagonal_problem(run_with_log(rows, cols, in, out, ctx), grid_x(cols), grid_y(rows));
+  if (!problem.empty()) FAIL(ctx << ": " << problem << "\n  " << labkit::gate::reproduce_hint());
+}
+
 void check_transpose(const Shape& s) {
   const std::string ctx = "step 3 (transpose_diagonal), " + str(s);
   const std::size_t count = std::size_t(s.rows) * s.cols;
@@ -155,11 +183,25 @@ void check_transpose(const Shape& s) {
                  "tile mapping is not a bijection on this tile grid (does it assume gridDim.x == gridDim.y?)";
   labkit::gate::require(v, ctx);
   labkit::gate::require(labkit::check_same_runs(out, run_once(), opt), ctx);
+  // With a tile log the kernel must move the same bytes (the log is written on the side, not instead); whether
+  // the log shows a diagonal order is step3.order's business.
+  dout.poison();
+  run_with_log(s.rows, s.cols, din.data(), dout.data(), ctx + " (with a tile log)");
+  require_guards(dout, ctx + " (with a tile log)");
+  labkit::gate::require(labkit::check_same_runs(out, dout.download(), opt), ctx + " (with a tile log)");
+}
+
+// The block order alone, on every shape's tile grid (the values are step3.correct's business).
+void check_order(const Shape& s) {
+  const std::size_t count = std::size_t(s.rows) * s.cols;
+  labkit::GuardedBuffer<float> din(count, "in"), dout(count, "out");
+  labkit::fill_random_device(din.data(), count, labkit::gate::seed("order in " + str(s)));
+  require_diagonal_order(s.rows, s.cols, din.data(), dout.data(), "step 3 (transpose_diagonal), " + str(s));
 }
 
 // Sampled check of a transpose at n x n whose input was filled on the device from `seed`: three whole rows and
 // three whole columns of `out`, 65536 random positions, and never-written elements over all of it.
-// check_output checks what is in `out` now (after a timed call); verify_large runs `fn` first.
+// check_output checks what is in `out` now (after a timed call); verify_large runs the diagonal transpose first.
 void check_output(const char* name, const char* when, int n, std::uint64_t seed, labkit::GuardedBuffer<float>& dout) {
   LABKIT_CUDA(cudaDeviceSynchronize());
   const auto out = dout.download();
@@ -175,11 +217,12 @@ void check_output(const char* name, const char* when, int n, std::uint64_t seed,
   labkit::gate::require(labkit::check_close_at(out, samples, exact("out", n, n)), ctx);
   require_guards(dout, ctx);
 }
-void verify_large(const char* name, void (*fn)(int, int, const float*, float*), int n, std::uint64_t seed,
-                  const float* din, labkit::GuardedBuffer<float>& dout) {
+// The diagonal transpose's answer at n x n, and its block order: a speed gate times a diagonal order only.
+void verify_large(int n, std::uint64_t seed, const float* din, labkit::GuardedBuffer<float>& dout) {
   dout.poison();
-  labkit::gate::own_kernels(name, [&] { fn(n, n, din, dout.data()); });  // untimed: the launch recorder sees it
-  check_output(name, "at the timed size", n, seed, dout);
+  // untimed, so the launch recorder sees it; the tile log must show a diagonal order
+  require_diagonal_order(n, n, din, dout.data(), "step 3 (transpose_diagonal) at the timed size");
+  check_output("step 3 (transpose_diagonal)", "at the timed size", n, seed, dout);
 }
 
 // Times the gate's own row-major transpose (baseline) against the student's diagonal one (candidate) at n x n:
@@ -228,6 +271,52 @@ TEST_CASE("cpu.dips", "[lab03][cpu]") {
   CHECK(sizes.size() == 57 + 15);  // every 128 in [1024, 8192], and n +- 1 around each multiple of 1024
 }
 
+TEST_CASE("cpu.order", "[lab03][cpu]") {
+  // The order check step3.order applies to the student's tile log, on mappings whose verdict is known: the
+  // rotation the walkthrough derives passes on every grid up to 40 x 40 (and the classic formula on square grids);
+  // row-major and column-major orders fail wherever both sides are at least 3; a mapping that takes a tile twice,
+  // or a block that recorded nothing, fails everywhere.
+  using lab03::order::diagonal_problem;
+  auto mapping = [](unsigned gx, unsigned gy, auto tile_of) {
+    std::vector<int> log(std::size_t(gx) * gy);
+    for (std::size_t b = 0; b < log.size(); ++b) {
+      const auto [r, c] = tile_of(b);
+      log[b] = int(r * gx + c);
+    }
+    return log;
+  };
+  for (unsigned gx = 1; gx <= 40; ++gx)
+    for (unsigned gy = 1; gy <= 40; ++gy) {
+      INFO("tile grid " << gx << " x " << gy);
+      const auto rotation = mapping(gx, gy, [&](std::size_t b) {
+        return std::pair<std::size_t, std::size_t>(b % gy, (b / gy + b % gy) % gx);
+      });
+      CHECK(diagonal_problem(rotation, gx, gy).empty());
+      if (gx == gy) {
+        const auto classic = mapping(gx, gy, [&](std::size_t b) {
+          return std::pair<std::size_t, std::size_t>(b % gx, (b % gx + b / gx) % gx);
+        });
+        CHECK(diagonal_problem(classic, gx, gy).empty());
+      }
+      const auto row_major = mapping(gx, gy, [&](std::size_t b) {
+        return std::pair<std::size_t, std::size_t>(b / gx, b % gx);
+      });
+      const auto col_major = mapping(gx, gy, [&](std::size_t b) {
+        return std::pair<std::size_t, std::size_t>(b % gy, b / gy);
+      });
+      CHECK(diagonal_problem(row_major, gx, gy).empty() == (gx < 3 || gy < 3));
+      CHECK(diagonal_problem(col_major, gx, gy).empty() == (gx < 3 || gy < 3));
+      if (gx * gy >= 2) {
+        auto twice = rotation;
+        twice[1] = twice[0];
+        CHECK(diagonal_problem(twice, gx, gy).find("not a bijection") != std::string::npos);
+      }
+      auto missing = rotation;
+      missing.back() = -1;
+      CHECK(diagonal_problem(missing, gx, gy).find("recorded no tile") != std::string::npos);
+    }
+}
+
 TEST_CASE("step1.correct", "[lab03][step1][correctness]") {
   LABKIT_REQUIRE_GPU();
   for (std::size_t n : {std::size_t(1), std::size_t(33), std::size_t(1000)})
@@ -249,6 +338,13 @@ TEST_CASE("step3.correct", "[lab03][step3][correctness]") {
   for (const Shape& s : kShapes) check_transpose(s);
 }
 
+TEST_CASE("step3.order", "[lab03][step3][correctness]") {
+  // Which tile each block moved, as the provided transpose_tile records it: a diagonal order on every tile grid of
+  // step3.correct's shapes. A row-major order (or a diagonal transpose that calls transpose_rowmajor) fails.
+  LABKIT_REQUIRE_GPU();
+  for (const Shape& s : kShapes) check_order(s);
+}
+
 TEST_CASE("step3.speed", "[lab03][step3][speed]") {
   // The diagonal ordering must not be a big regression against the row-major one (on this GPU it cannot be a
   // big win either: see the README). The baseline is the gate's own copy of the row-major kernel
@@ -260,7 +356,7 @@ TEST_CASE("step3.speed", "[lab03][step3][speed]") {
   {
     labkit::GuardedBuffer<float> din(count, "in"), dout(count, "out");
     labkit::fill_random_device(din.data(), count, seed);
-    verify_large("step 3 (transpose_diagonal)", lab03::transpose_diagonal, n, seed, din.data(), dout);
+    verify_large(n, seed, din.data(), dout);
   }
   labkit::TimingOptions opt;
   opt.warmup = 3;
@@ -281,7 +377,7 @@ TEST_CASE("step3.sweep", "[lab03][step3][speed]") {
     const std::uint64_t seed = labkit::gate::seed("sweep in");
     labkit::GuardedBuffer<float> din(std::size_t(n) * n, "in"), dout(std::size_t(n) * n, "out");
     labkit::fill_random_device(din.data(), din.size(), seed);
-    verify_large("step 3 (transpose_diagonal)", lab03::transpose_diagonal, n, seed, din.data(), dout);
+    verify_large(n, seed, din.data(), dout);
   }
   const auto sizes = lab03::sweep_sizes();
   labkit::TimingOptions opt;
