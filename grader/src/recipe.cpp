@@ -15,7 +15,7 @@ namespace labgrade {
 std::vector<fs::path> Recipe::referenced_paths() const {
   std::set<fs::path> out;
   auto consider = [&](std::string s) {
-    for (const char* flag : {"-I", "-L", "-isystem", "-Wl,-rpath,"})
+    for (const char* flag : {"-I", "-L", "-isystem=", "-isystem", "-Wl,-rpath,", "@"})
       if (starts_with(s, flag)) s = s.substr(std::string(flag).size());
     if (s.empty() || s[0] != '/') return;
     fs::path p(s);
@@ -23,7 +23,17 @@ std::vector<fs::path> Recipe::referenced_paths() const {
     out.insert(fs::is_directory(p, ec) ? p : p.parent_path());
   };
   for (const auto& argv : compile)
-    for (const auto& s : argv) consider(s);
+    for (std::size_t i = 0; i < argv.size(); ++i) {
+      consider(argv[i]);
+      // The include folders CMake writes into an options file are the compile's too: the batch masks the hidden
+      // tests below every one of them.
+      std::string file = argv[i] == "--options-file" && i + 1 < argv.size() ? argv[i + 1]
+                         : starts_with(argv[i], "@")                      ? argv[i].substr(1)
+                                                                          : "";
+      std::error_code ec;
+      if (!file.empty() && fs::is_regular_file(file, ec))
+        for (const auto& s : shell_split(read_file(file))) consider(s);
+    }
   for (const auto* list : {&gate_objects, &skeleton_objects, &link, &link_libraries})
     for (const auto& s : *list) consider(s);
   out.insert(lab_dir);

@@ -70,6 +70,11 @@ TEST_CASE("the fake lab's recipe: the build's compile command and a skeleton obj
     CHECK(std::find(argv.begin(), argv.end(), "/s/" + r.student_sources[k]) != argv.end());
     CHECK(std::find(argv.begin(), argv.end(), "/o/x.o") != argv.end());
   }
+  // The include folders inside CMake's options file are referenced paths (the batch masks tests/hidden below them),
+  // also when the recipe's lab_dir is elsewhere.
+  r.lab_dir = "/nonexistent/labs/99_fake";
+  auto refs = r.referenced_paths();
+  CHECK(std::find(refs.begin(), refs.end(), test::fakelab_root() / "labs/99_fake") != refs.end());
   // The architectures are the build's (the ci preset: 80 and 90), not a translation of them.
   std::string line = join(r.compile[1], " ");
   const std::string arch = cmake_cache_value(test::build_dir(), "CMAKE_CUDA_ARCHITECTURES");
