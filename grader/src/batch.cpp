@@ -24,6 +24,7 @@
 #include "objcheck.h"
 #include "runner.h"
 #include "sandbox.h"
+#include "stepbuild.h"
 #include "writers.h"
 
 namespace labgrade {
@@ -135,8 +136,9 @@ class Batch {
 }  // namespace
 
 std::string copy_student_sources(const fs::path& submission, const Recipe& recipe, const fs::path& dest,
-                                 bool* not_submitted) {
+                                 bool* not_submitted, std::vector<bool>* present) {
   if (not_submitted) *not_submitted = false;
+  if (present) present->assign(recipe.student_sources.size(), false);
   // A lab of which the submission has no student file at all was not submitted: that is not a build failure.
   bool any = false;
   std::vector<std::string> expected;
@@ -149,24 +151,36 @@ std::string copy_student_sources(const fs::path& submission, const Recipe& recip
     if (not_submitted) *not_submitted = true;
     return "not submitted: the submission has no " + join(expected, ", ") + " (lab " + recipe.lab + ")";
   }
-  for (const auto& src : recipe.student_sources) {
+  for (std::size_t k = 0; k < recipe.student_sources.size(); ++k) {
+    const std::string& src = recipe.student_sources[k];
     // Each step is checked with lstat: a symbolic link anywhere (labs/, the lab folder, student/) could point at
     // the solutions or at another student's work.
     fs::path rel = fs::path("labs") / recipe.name / "student" / src;
     fs::path at = submission;
+    bool absent_step = false;
     std::string shown = "labs/" + recipe.name + "/student/" + src;
     for (auto it = rel.begin(); it != rel.end(); ++it) {
       at /= *it;
       struct stat st {};
-      if (::lstat(at.c_str(), &st) != 0) return shown + " is missing (the lab's other student files are there)";
-      bool last = std::next(it) == rel.end();
+      const bool last = std::next(it) == rel.end();
+      if (::lstat(at.c_str(), &st) != 0) {
+        // A missing step file costs that step only (build_lab links the skeleton's in its place); a missing file
+        // of the whole lab, the lab.
+        if (last && present && !step_of_source(src).empty()) {
+          absent_step = true;
+          break;
+        }
+        return shown + " is missing (the lab's other student files are there)";
+      }
       if (S_ISLNK(st.st_mode)) return at.lexically_relative(submission).string() + " is a symbolic link: not accepted";
       if (!last && !S_ISDIR(st.st_mode)) return at.lexically_relative(submission).string() + " is not a folder";
       if (last && !S_ISREG(st.st_mode)) return shown + " is not a regular file";
       if (last && st.st_size > (4 << 20)) return shown + " is larger than 4 MiB";
     }
+    if (absent_step) continue;
     fs::create_directories((dest / src).parent_path());
     copy_file_limited(at, dest / src, 4 << 20);
+    if (present) (*present)[k] = true;
   }
   return "";
 }
@@ -228,7 +242,7 @@ void Batch::setup() {
   // The gate objects and libraries are built once, here; per submission only its own files are compiled.
   if (!bo.no_build) {
     for (const auto& l : labs_) {
-      for (const auto& t : {l.recipe.student_target, l.recipe.solution_target}) {
+      for (const auto& t : {l.recipe.grading_target, l.recipe.solution_target}) {
         if (t.empty()) continue;
         std::cerr << "labgrade: building " << t << "\n";
         auto b = build_target(build_, t);
@@ -239,7 +253,7 @@ void Batch::setup() {
     }
   }
   for (const auto& l : labs_)
-    for (const auto* list : {&l.recipe.gate_objects, &l.recipe.link_libraries})
+    for (const auto* list : {&l.recipe.gate_objects, &l.recipe.skeleton_objects, &l.recipe.link_libraries})
       for (const auto& f : *list)
         if (!f.empty() && f[0] == '/' && !fs::exists(f))
           throw UserError("lab " + l.recipe.lab + ": " + f +
@@ -281,7 +295,7 @@ void Batch::setup() {
   std::set<fs::path> ro = {build_.root, build_.dir, sandbox_.helper.parent_path()};
   for (const auto& l : labs_)
     for (const auto& p : l.recipe.referenced_paths()) ro.insert(p);
-  fs::path nvcc = labs_.front().recipe.compile.front();  // the toolkit (when it is not below /usr)
+  fs::path nvcc = labs_.front().recipe.compiler();  // the toolkit (when it is not below /usr)
   if (nvcc.is_absolute() && fs::exists(nvcc, ec)) ro.insert(fs::canonical(nvcc, ec).parent_path().parent_path());
   if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
     for (const auto& d : split(ld, ':'))
@@ -381,8 +395,9 @@ void Batch::preflight() {
                                    "sh"};
   for (const auto& l : labs_) {
     argv.push_back(l.gate_rubric.string());
-    argv.push_back(l.recipe.compile.front());
+    argv.push_back(l.recipe.compiler());
     for (const auto& f : l.recipe.gate_objects) argv.push_back(f);
+    for (const auto& f : l.recipe.skeleton_objects) argv.push_back(f);
     for (const auto& f : l.recipe.link_libraries)
       if (!f.empty() && f[0] == '/') argv.push_back(f);
   }
@@ -465,73 +480,43 @@ void Batch::compile(Submission& s, int slot) {
     fs::create_directories(obj_dir);
     fs::create_directories(logs);
     bool absent = false;
-    std::string problem = copy_student_sources(s.folder, r, src_dir, &absent);
+    LabBuildSpec spec;
+    std::string problem = copy_student_sources(s.folder, r, src_dir, &absent, &spec.present);
     if (!problem.empty()) {
       set_all(lab, absent ? Status::not_submitted : Status::build_failed, problem);
       s.result.labs.push_back(std::move(lab));
       continue;
     }
     give_to_slot(build, &sandbox_, slot);
-    ProcessSpec ps;
-    ps.cwd = src_dir;
-    ps.writable = build;
-    ps.env = environment(build, "");
-    ps.slot = slot;
-    ps.sandbox = &sandbox_;
+    spec.process.cwd = src_dir;
+    spec.process.writable = build;
+    spec.process.env = environment(build, "");
+    spec.process.slot = slot;
+    spec.process.sandbox = &sandbox_;
     // Compilers do not touch the GPU, so an address-space limit is safe for them (and catches runaway
     // template instantiation).
-    ps.limits.cpu_seconds = opts_.compile_timeout;
-    ps.limits.address_space = 16 * kGiB;
-    ps.limits.file_size = 512u << 20;
-    ps.limits.processes = 256;
-    const std::vector<std::pair<std::string, std::string>> rewrites = {{(src_dir / "").string(), "student/"},
-                                                                       {(build / "").string(), ""}};
-    std::vector<std::string> objs;
-    std::string refusal;  // the object check's verdict: status refused rather than build_failed
-    double seconds = 0;
-    for (std::size_t k = 0; k < r.student_sources.size() && problem.empty(); ++k) {
-      const std::string& src = r.student_sources[k];
-      std::string obj = (obj_dir / (replace_all(src, "/", "_") + ".o")).string();
-      ps.argv = r.compile;
-      // NVTX's header-only loader (pulled in by Thrust and CUB) defines C symbols and calls dlopen/dlsym: off,
-      // so that whatever the object check finds is the student's own.
-      ps.argv.insert(ps.argv.end(), {"-DCCCL_DISABLE_NVTX", "-DNVTX_DISABLE"});
-      ps.argv.insert(ps.argv.end(), {"-c", (src_dir / src).string(), "-o", obj});
-      ps.output = logs / (lab_tag(r) + ".compile" + std::to_string(k + 1) + ".log");
-      auto c = run_limited(ps, opts_.compile_timeout);
-      seconds += c.seconds;
-      if (c.timed_out)
-        problem = "compiling student/" + src + " took longer than " + format_seconds(opts_.compile_timeout);
-      else if (!c.exit.exited || c.exit.code != 0)
-        problem = "student/" + src + " does not compile" + (c.exit.exited ? "" : " (" + c.exit.describe() + ")") +
-                  ":\n" + summarize_build_errors(read_file_limited(ps.output, 1 << 20, false), rewrites);
-      else
-        refusal = inspect_object(ps, plan, src, obj);
-      if (problem.empty() && !refusal.empty()) problem = refusal;
-      objs.push_back(obj);
-    }
-    if (problem.empty()) {
-      fs::path exe = build / "bin" / (lab_tag(r) + "_gates");
-      ps.argv = r.link;
-      ps.argv.insert(ps.argv.end(), r.gate_objects.begin(), r.gate_objects.end());
-      ps.argv.insert(ps.argv.end(), objs.begin(), objs.end());
-      ps.argv.insert(ps.argv.end(), r.link_libraries.begin(), r.link_libraries.end());
-      ps.argv.insert(ps.argv.end(), {"-o", exe.string()});
-      ps.output = logs / (lab_tag(r) + ".link.log");
-      auto c = run_limited(ps, opts_.compile_timeout);
-      seconds += c.seconds;
-      if (c.timed_out)
-        problem = "linking took longer than " + format_seconds(opts_.compile_timeout);
-      else if (!c.exit.exited || c.exit.code != 0)
-        problem = "the submission does not link with the gates" +
-                  (c.exit.exited ? "" : " (" + c.exit.describe() + ")") + ":\n" +
-                  summarize_build_errors(read_file_limited(ps.output, 1 << 20, false), rewrites);
-      else
-        s.exes[i] = exe;
-    }
-    lab.compile_seconds = seconds;
-    s.result.compile_seconds += seconds;
-    if (!problem.empty()) set_all(lab, problem == refusal ? Status::refused : Status::build_failed, problem);
+    spec.process.limits.cpu_seconds = opts_.compile_timeout;
+    spec.process.limits.address_space = 16 * kGiB;
+    spec.process.limits.file_size = 512u << 20;
+    spec.process.limits.processes = 256;
+    spec.timeout_s = opts_.compile_timeout;
+    spec.src_dir = src_dir;
+    spec.obj_dir = obj_dir;
+    spec.exe = build / "bin" / (lab_tag(r) + "_gates");
+    spec.log_dir = logs;
+    spec.log_prefix = lab_tag(r);
+    spec.path_rewrites = {{(src_dir / "").string(), "student/"}, {(build / "").string(), ""}};
+    // Grader-only flags, on top of the build's own compile command: NVTX's header-only loader (pulled in by
+    // Thrust and CUB) defines C symbols and calls dlopen/dlsym; off, so that whatever the object check finds is
+    // the student's own.
+    spec.extra_compile_flags = {"-DCCCL_DISABLE_NVTX", "-DNVTX_DISABLE"};
+    spec.inspect = [&, ps = spec.process](const std::string& src, const fs::path& obj) {
+      return inspect_object(ps, plan, src, obj);
+    };
+    LabBuild built = build_lab(r, spec);
+    apply_build(lab, built);
+    if (built.lab_problem.empty()) s.exes[i] = built.exe;
+    s.result.compile_seconds += built.seconds;
     s.result.labs.push_back(std::move(lab));
   }
 }

@@ -48,7 +48,9 @@ int merge_main(const fs::path& out, const std::vector<fs::path>& parts, const fs
 // anywhere on the way, at most 4 MiB each) to dest/<source>. Returns "" or what is wrong with the submission;
 // *not_submitted (when given) tells whether that is "none of the lab's student files is there" (status
 // not_submitted) rather than a broken submission (build_failed).
+// A step file (stepK_*.cu) that is absent is no problem: it is left out and (*present)[k] stays false, so that
+// the skeleton's stands in for it (stepbuild.h). Names come from the recipe only, never from the submission.
 std::string copy_student_sources(const fs::path& submission, const Recipe& recipe, const fs::path& dest,
-                                 bool* not_submitted = nullptr);
+                                 bool* not_submitted = nullptr, std::vector<bool>* present = nullptr);
 
 }  // namespace labgrade

@@ -194,6 +194,15 @@ void materialise(const Fixture& f, const fs::path& dest, const std::vector<fs::p
       for (const auto& root : solution_roots)
         if (fs::exists(root / rel)) base = root / rel;
       if (!base) throw UserError(f.name + ": no " + rel.string() + " to start from (is this a student release?)");
+      // The lab's other files (its other steps) come from the reference solution unchanged: a fixture is the
+      // solution with one bug, not a submission that lacks the steps it does not touch.
+      fs::path sol_dir = *base;
+      while (sol_dir.has_parent_path() && sol_dir.parent_path().filename() != "solutions") sol_dir = sol_dir.parent_path();
+      for (const auto& e : fs::recursive_directory_iterator(sol_dir)) {
+        if (!e.is_regular_file()) continue;
+        std::string file = "labs/" + parts[1] + "/student/" + e.path().lexically_relative(sol_dir).string();
+        if (!files.count(file)) files[file] = read_file(e.path());
+      }
       files[r.file] = read_file(*base);
     }
     std::string& text = files[r.file];

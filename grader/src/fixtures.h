@@ -4,8 +4,9 @@
 //
 // Two kinds of fixture folder:
 //   plain   <name>/labs/NN_topic/student/*.cu ... plus <name>/expect.toml: copied as it is.
-//   patch   <name>/patch.toml: starts from the reference solution of each file it names (labs/NN_x/student/F.cu
-//           comes from solutions/NN_x/F.cu) and applies exact replacements, each of which must match exactly once:
+//   patch   <name>/patch.toml: starts from the reference solution of each lab it touches (every file of
+//           solutions/NN_x/ becomes labs/NN_x/student/, so the steps it does not touch are there and correct) and
+//           applies exact replacements to the files it names, each of which must match exactly once:
 //             [[replace]]
 //             file = "labs/01_matmul/student/matmul.cu"
 //             from = "__syncthreads();"

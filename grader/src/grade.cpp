@@ -8,6 +8,7 @@
 #include <map>
 
 #include "devices.h"
+#include "stepbuild.h"
 #include "writers.h"
 
 namespace labgrade {
@@ -24,10 +25,12 @@ void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double g
 }
 
 void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict) {
+  // Gates that already have an outcome (their step did not compile, or was not submitted: apply_build) are not run.
   std::vector<std::string> visible, hidden;
-  for (const auto& g : lab.gates) (g.hidden ? hidden : visible).push_back(g.id);
+  for (const auto& g : lab.gates)
+    if (g.status == Status::missing) (g.hidden ? hidden : visible).push_back(g.id);
   if (hidden.empty()) {
-    run_gates(lab, spec);
+    if (!visible.empty()) run_gates(lab, spec, visible);
   } else {
     // Hidden gates run in a process of their own, after the visible ones: nothing the student's code saw in a
     // hidden gate (its inputs) can reach a visible gate's message or console tail, which students read.
@@ -101,6 +104,63 @@ void write_outputs(const std::vector<SubmissionResult>& results, const OutputFil
   if (!files.markdown.empty()) write_file_atomic(files.markdown, markdown_report(results, title));
 }
 
+namespace {
+
+// The solution tree always builds as a whole (it is the reference): its CMake target. Returns the gate binary, or
+// "" with every gate build_failed.
+fs::path build_solution_tree(LabResult& lab, const Recipe& recipe, const Build& build, bool no_build) {
+  if (recipe.solution_target.empty() || recipe.solution_gates.empty()) {
+    set_all(lab, Status::build_failed, "this lab has no solution tree to grade (a student release has no solutions/)");
+    return {};
+  }
+  if (!no_build) {
+    std::cerr << "labgrade: building " << recipe.solution_target << "\n";
+    BuildOutcome b = build_target(build, recipe.solution_target);
+    lab.compile_seconds = b.seconds;
+    if (!b.ok) {
+      set_all(lab, Status::build_failed, "the solution tree does not build:\n" + b.diagnostics);
+      return {};
+    }
+  }
+  if (!fs::exists(recipe.solution_gates)) {
+    set_all(lab, Status::build_failed, "the gate binary " + recipe.solution_gates.string() + " does not exist (build target " +
+                                           recipe.solution_target + ")");
+    return {};
+  }
+  return recipe.solution_gates;
+}
+
+// The student tree is built the way batch grading builds a submission (stepbuild.h): each file on its own with the
+// build's compile command, the skeleton's object (.skeleton/ or, in the instructor's tree, student/ itself) in
+// place of a step that does not compile or is missing. Gates of such steps get their outcome here.
+fs::path build_student_tree(LabResult& lab, const Recipe& recipe, const Build& build, bool no_build) {
+  if (!no_build && !recipe.grading_target.empty()) {
+    std::cerr << "labgrade: building " << recipe.grading_target << " (gates, skeleton, labkit)\n";
+    BuildOutcome b = build_target(build, recipe.grading_target);
+    if (!b.ok) throw UserError("lab " + recipe.lab + ": the gates or the skeleton do not build (" +
+                               recipe.grading_target + "), nothing of yours is graded:\n" + b.diagnostics);
+  }
+  const fs::path student_dir = recipe.lab_dir / "student", work = build.dir / "grading" / "local" / ("lab" + recipe.lab);
+  LabBuildSpec spec;
+  for (const auto& s : recipe.student_sources) spec.present.push_back(fs::is_regular_file(student_dir / s));
+  spec.src_dir = student_dir;
+  spec.obj_dir = work / "obj";
+  spec.exe = work / ("lab" + recipe.lab + "_gates");
+  spec.log_dir = work / "logs";
+  spec.log_prefix = "lab" + recipe.lab;
+  spec.process.inherit_env = true;
+  spec.process.cwd = work;
+  spec.path_rewrites = {{(build.root / "").string(), ""}};
+  std::cerr << "labgrade: compiling lab " << recipe.lab << "'s " << recipe.student_sources.size() << " student file(s)\n";
+  LabBuild built = build_lab(recipe, spec);
+  apply_build(lab, built);
+  for (const auto& f : built.files)
+    if (f.state != StepFile::State::compiled) std::cerr << "labgrade: " << f.message << "\n";
+  return built.exe;
+}
+
+}  // namespace
+
 int grade_main(const GradeOptions& opts) {
   BuildOptions bo = opts.build;
   if (bo.root.empty()) {
@@ -132,30 +192,14 @@ int grade_main(const GradeOptions& opts) {
       throw UserError(std::string("lab ") + recipe.lab + ": " + e.what());
     }
     LabResult lab = make_lab_result(rubric, recipe.name, lab_has_hidden_tests(recipe) && !opts.no_hidden);
-    const std::string target = opts.solutions ? recipe.solution_target : recipe.student_target;
-    const fs::path exe = opts.solutions ? recipe.solution_gates : recipe.student_gates;
-    if (target.empty() || exe.empty()) {
-      set_all(lab, Status::build_failed,
-              "this lab has no " + tree + " tree to grade (a student release has no solutions/)");
-      apply_rubric(lab);
-      result.labs.push_back(std::move(lab));
-      continue;
+    fs::path exe;
+    if (opts.solutions) {
+      exe = build_solution_tree(lab, recipe, build, bo.no_build);
+    } else {
+      exe = build_student_tree(lab, recipe, build, bo.no_build);
     }
-    if (!bo.no_build) {
-      std::cerr << "labgrade: building " << target << "\n";
-      BuildOutcome b = build_target(build, target);
-      lab.compile_seconds = b.seconds;
-      if (!b.ok) {
-        set_all(lab, Status::build_failed, "the " + tree + " tree does not build:\n" + b.diagnostics);
-        apply_rubric(lab);
-        result.compile_seconds += lab.compile_seconds;
-        result.labs.push_back(std::move(lab));
-        continue;
-      }
-    }
-    if (!fs::exists(exe)) {
-      set_all(lab, Status::build_failed,
-              "the gate binary " + exe.string() + " does not exist (build target " + target + ")");
+    result.compile_seconds += lab.compile_seconds;
+    if (exe.empty()) {
       apply_rubric(lab);
       result.labs.push_back(std::move(lab));
       continue;
@@ -178,7 +222,6 @@ int grade_main(const GradeOptions& opts) {
     spec.on_gate_start = [&progress](const std::string& gate) { progress.gate(gate); };
     run_and_score(lab, spec, opts.sanitize, opts.sanitize_strict);
     progress.done(lab);
-    result.compile_seconds += lab.compile_seconds;
     result.run_seconds += lab.run_seconds;
     result.labs.push_back(std::move(lab));
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -14,18 +15,120 @@ namespace labgrade {
 std::vector<fs::path> Recipe::referenced_paths() const {
   std::set<fs::path> out;
   auto consider = [&](std::string s) {
-    for (const char* flag : {"-I", "-L", "-isystem", "-Wl,-rpath,"})
+    for (const char* flag : {"-I", "-L", "-isystem=", "-isystem", "-Wl,-rpath,", "@"})
       if (starts_with(s, flag)) s = s.substr(std::string(flag).size());
     if (s.empty() || s[0] != '/') return;
     fs::path p(s);
     std::error_code ec;
     out.insert(fs::is_directory(p, ec) ? p : p.parent_path());
   };
-  for (const auto* list : {&compile, &gate_objects, &link, &link_libraries})
+  for (const auto& argv : compile)
+    for (std::size_t i = 0; i < argv.size(); ++i) {
+      consider(argv[i]);
+      // The include folders CMake writes into an options file are the compile's too: the batch masks the hidden
+      // tests below every one of them.
+      std::string file = argv[i] == "--options-file" && i + 1 < argv.size() ? argv[i + 1]
+                         : starts_with(argv[i], "@")                      ? argv[i].substr(1)
+                                                                          : "";
+      std::error_code ec;
+      if (!file.empty() && fs::is_regular_file(file, ec))
+        for (const auto& s : shell_split(read_file(file))) consider(s);
+    }
+  for (const auto* list : {&gate_objects, &skeleton_objects, &link, &link_libraries})
     for (const auto& s : *list) consider(s);
   out.insert(lab_dir);
   out.insert(rubric.parent_path());
   return {out.begin(), out.end()};
+}
+
+std::vector<std::string> Recipe::compile_argv(std::size_t k, const fs::path& source, const fs::path& object) const {
+  std::vector<std::string> argv = compile.at(k);
+  for (auto& a : argv) {
+    if (a == kSourcePlaceholder) a = source.string();
+    if (a == kObjectPlaceholder) a = object.string();
+  }
+  return argv;
+}
+
+std::vector<std::string> shell_split(const std::string& command) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool have = false;
+  for (std::size_t i = 0; i < command.size(); ++i) {
+    char c = command[i];
+    if (c == '\'') {
+      auto end = command.find('\'', i + 1);
+      if (end == std::string::npos) throw UserError("unbalanced ' in a compile command: " + command);
+      cur += command.substr(i + 1, end - i - 1);
+      i = end;
+      have = true;
+    } else if (c == '"') {
+      for (++i; i < command.size() && command[i] != '"'; ++i) {
+        if (command[i] == '\\' && i + 1 < command.size() && std::strchr("\"\\$`", command[i + 1])) ++i;
+        cur += command[i];
+      }
+      if (i >= command.size()) throw UserError("unbalanced \" in a compile command: " + command);
+      have = true;
+    } else if (c == '\\' && i + 1 < command.size()) {
+      cur += command[++i];
+      have = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (have) out.push_back(cur);
+      cur.clear();
+      have = false;
+    } else {
+      cur += c;
+      have = true;
+    }
+  }
+  if (have) out.push_back(cur);
+  return out;
+}
+
+std::vector<std::string> compile_command_for(const std::string& compile_commands_json, const fs::path& file,
+                                             const std::string& where) {
+  nlohmann::json db;
+  try {
+    db = nlohmann::json::parse(compile_commands_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(where + ": not a compile_commands.json (" + e.what() + ")");
+  }
+  const std::string wanted = file.lexically_normal().string();
+  for (const auto& e : db) {
+    if (!e.is_object() || !e.contains("file") || e["file"].get<std::string>() != wanted) continue;
+    fs::path dir = e.value("directory", std::string());
+    std::vector<std::string> in =
+        e.contains("arguments") ? e["arguments"].get<std::vector<std::string>>() : shell_split(e.value("command", ""));
+    std::vector<std::string> out;
+    auto absolute = [&](const std::string& p) { return fs::path(p).is_absolute() ? p : (dir / p).string(); };
+    bool have_source = false, have_object = false;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const std::string& a = in[i];
+      if (a == "-c" && i + 1 < in.size()) {  // the input: a placeholder (so is the output below)
+        out.insert(out.end(), {"-c", Recipe::kSourcePlaceholder});
+        ++i;
+        have_source = true;
+      } else if (a == "-o" && i + 1 < in.size()) {
+        out.insert(out.end(), {"-o", Recipe::kObjectPlaceholder});
+        ++i;
+        have_object = true;
+      } else if ((a == "-MF" || a == "-MT" || a == "-MQ") && i + 1 < in.size()) {
+        ++i;  // the build's dependency files: nothing the grader needs, and they would be written into the build
+      } else if (a == "-MD" || a == "-MMD") {
+      } else if (a == "--options-file" && i + 1 < in.size()) {
+        out.insert(out.end(), {a, absolute(in[++i])});
+      } else if (starts_with(a, "@")) {
+        out.push_back("@" + absolute(a.substr(1)));
+      } else {
+        out.push_back(a);
+      }
+    }
+    if (!have_source || !have_object || out.empty())
+      throw UserError(where + ": the compile command of " + wanted + " has no -c/-o");
+    return out;
+  }
+  throw UserError(where + ": compile_commands.json has no entry for " + wanted +
+                  " (configure with CMAKE_EXPORT_COMPILE_COMMANDS=ON, as the presets do, and build once)");
 }
 
 Recipe load_recipe(const fs::path& json_file) {
@@ -46,8 +149,10 @@ Recipe load_recipe(const fs::path& json_file) {
   r.lab_dir = str("lab_dir");
   r.rubric = str("rubric");
   r.student_sources = list("student_sources");
-  r.compile = list("compile");
   r.gate_objects = list("gate_objects");
+  r.skeleton_objects = list("skeleton_objects");
+  r.skeleton_dir = str("skeleton_dir");
+  r.grading_target = str("grading_target");
   r.link = list("link");
   r.link_libraries = list("link_libraries");
   r.launcher = list("launcher");
@@ -55,11 +160,32 @@ Recipe load_recipe(const fs::path& json_file) {
   r.solution_gates = str("solution_gates");
   r.student_target = str("student_target");
   r.solution_target = str("solution_target");
-  if (r.lab.empty() || r.name.empty() || r.rubric.empty() || r.compile.empty() || r.link.empty())
-    throw UserError(json_file.string() + ": incomplete grading recipe (needs lab, name, rubric, compile, link)");
+  const std::string db = str("compile_commands"), source_dir = str("compile_source_dir");
+  if (r.lab.empty() || r.name.empty() || r.rubric.empty() || db.empty() || source_dir.empty() || r.link.empty())
+    throw UserError(json_file.string() +
+                    ": incomplete grading recipe (needs lab, name, rubric, compile_commands, compile_source_dir, link)");
   for (const auto& s : r.student_sources)
     if (s.empty() || s[0] == '/' || contains(s, ".."))
       throw UserError(json_file.string() + ": student source `" + s + "` must be a plain relative path");
+  // The skeleton object of each source, matched by name (CMake's object names end in <source>.o): never a
+  // file the submission names.
+  std::vector<std::string> skeletons;
+  for (const auto& s : r.student_sources) {
+    auto it = std::find_if(r.skeleton_objects.begin(), r.skeleton_objects.end(),
+                           [&](const std::string& o) { return ends_with(o, "/" + s + ".o"); });
+    if (it == r.skeleton_objects.end())
+      throw UserError(json_file.string() + ": no skeleton object for " + s + " (rebuild the lab's grading target)");
+    skeletons.push_back(*it);
+  }
+  r.skeleton_objects = skeletons;
+  std::error_code ec;
+  if (fs::exists(db, ec)) {
+    const std::string text = read_file(db);
+    for (const auto& s : r.student_sources)
+      r.compile.push_back(compile_command_for(text, fs::path(source_dir) / s, json_file.string()));
+  } else {
+    throw UserError(json_file.string() + ": " + db + " does not exist (configure the build: cmake --preset ...)");
+  }
   return r;
 }
 

@@ -12,19 +12,42 @@ namespace labgrade {
 struct Recipe {
   std::string lab, name;  // "01", "01_matmul"
   fs::path lab_dir, rubric;
-  std::vector<std::string> student_sources;  // relative to student/ (and solutions/<name>/)
-  std::vector<std::string> compile, gate_objects, link, link_libraries;
+  std::vector<std::string> student_sources;  // relative to student/ (and solutions/<name>/), one file per step
+  // compile[k]: the build's own command for student_sources[k] (from compile_commands.json), with the input and
+  // output replaced by the placeholders kSourcePlaceholder and kObjectPlaceholder (compile_argv fills them in).
+  std::vector<std::vector<std::string>> compile;
+  std::vector<std::string> gate_objects, link, link_libraries;
+  // skeleton_objects[k]: the skeleton's object of student_sources[k], linked in place of a student file that does
+  // not compile or is missing (built by the grading target, from skeleton_dir).
+  std::vector<std::string> skeleton_objects;
+  fs::path skeleton_dir;
+  std::string grading_target;
   std::vector<std::string> launcher;  // how the gate binary is started (lab 09: mpirun -np 4 ...); empty: directly
   fs::path student_gates, solution_gates;
   std::string student_target, solution_target;
   fs::path file;  // the recipe itself
+
+  static constexpr const char* kSourcePlaceholder = "@LABGRADE_SOURCE@";
+  static constexpr const char* kObjectPlaceholder = "@LABGRADE_OBJECT@";
+  // The command that compiles student_sources[k] from `source` into `object`.
+  std::vector<std::string> compile_argv(std::size_t k, const fs::path& source, const fs::path& object) const;
+  // The compiler (nvcc) the compile commands run.
+  std::string compiler() const { return compile.empty() || compile[0].empty() ? "" : compile[0][0]; }
 
   // Every absolute path the recipe refers to (compiler, objects, libraries, -I/-L/-rpath folders): the sandbox
   // must be able to read them.
   std::vector<fs::path> referenced_paths() const;
 };
 
+// Reads the recipe and, from the compile_commands.json it names, the build's compile command of each student file
+// (the entry of compile_source_dir/<source>: its -c input and -o output become placeholders, a relative
+// --options-file or @file is made absolute against the entry's directory, and dependency-file flags are dropped).
 Recipe load_recipe(const fs::path& json_file);
+// The compile command of `file` in a compile_commands.json text (exposed for the tests).
+std::vector<std::string> compile_command_for(const std::string& compile_commands_json, const fs::path& file,
+                                             const std::string& where);
+// Splits a command line as a POSIX shell would (quotes and backslashes; no expansion).
+std::vector<std::string> shell_split(const std::string& command);
 // All lab*.json of the folders, sorted by lab id; a lab id found twice is an error.
 std::vector<Recipe> load_recipes(const std::vector<fs::path>& grading_dirs);
 // LAB arguments: "01", "1", "01_matmul" or "matmul". Empty: all.

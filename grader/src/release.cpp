@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <iostream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -14,14 +14,6 @@ namespace labgrade {
 
 namespace {
 
-bool is_header(const std::string& line) {
-  std::string t = trim(line);
-  return !t.empty() && t[0] == '[';
-}
-bool is_gate_header(const std::string& line) {
-  static const std::regex re(R"(^\s*\[\[\s*gate\s*\]\])");
-  return std::regex_search(line, re);
-}
 bool is_comment_or_blank(const std::string& line) {
   std::string t = trim(line);
   return t.empty() || t[0] == '#';
@@ -75,54 +67,45 @@ std::string strip_hidden_gates(const std::string& text, const std::string& sourc
   labkit::Rubric original = labkit::parse_rubric(text, source);
   auto lines = split_lines(text);
 
-  // Blocks: one per table header, from the comment lines right above it (they describe it) to the next block.
-  struct Block {
-    std::size_t begin, end;
-    bool gate;
-  };
-  std::vector<std::size_t> headers;
-  bool in_multiline = false;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (!in_multiline && is_header(lines[i])) headers.push_back(i);
-    for (const char* q : {"\"\"\"", "'''"}) {
-      std::size_t n = 0;
-      for (std::size_t p = lines[i].find(q); p != std::string::npos; p = lines[i].find(q, p + 3)) ++n;
-      if (n % 2) in_multiline = !in_multiline;
-    }
+  // Where the tables start, as toml++ reads the file (so multi-line strings, comments and quoting are TOML's
+  // business, not this function's): every top-level [table] and every [[array]] element. A hidden gate's block
+  // runs from its [[gate]] header (with the comment lines right above it, which describe it) to the next such
+  // start; its sub-tables ([gate.x]) go with it.
+  toml::table doc;
+  try {
+    doc = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw UserError(source + ": " + std::string(e.description()));  // not reached: parse_rubric parsed it
   }
-  std::vector<std::size_t> starts;
+  std::vector<std::size_t> headers;  // 0-based line numbers
+  std::set<std::size_t> hidden_headers;
+  auto line_of = [](const toml::node& n) { return static_cast<std::size_t>(n.source().begin.line) - 1; };
+  for (auto&& [key, node] : doc) {
+    if (auto* tbl = node.as_table(); tbl && !tbl->is_inline()) headers.push_back(line_of(node));
+    if (auto* arr = node.as_array(); arr && arr->is_array_of_tables())
+      for (auto& el : *arr) {
+        headers.push_back(line_of(el));
+        if (key.str() == "gate" && (*el.as_table())["hidden"].value_or(false)) hidden_headers.insert(line_of(el));
+      }
+  }
+  std::sort(headers.begin(), headers.end());
+  std::vector<std::size_t> starts;  // each header's block start: the comment lines right above it belong to it
   for (std::size_t h = 0; h < headers.size(); ++h) {
     std::size_t s = headers[h], floor = h ? headers[h - 1] + 1 : 0;
     while (s > floor && is_comment_or_blank(lines[s - 1]) && !trim(lines[s - 1]).empty()) --s;
     starts.push_back(s);
   }
-  std::vector<Block> blocks;
-  blocks.push_back({0, headers.empty() ? lines.size() : starts[0], false});  // the preamble
-  for (std::size_t h = 0; h < headers.size(); ++h)
-    blocks.push_back(
-        {starts[h], h + 1 < headers.size() ? starts[h + 1] : lines.size(), is_gate_header(lines[headers[h]])});
-
-  std::string out;
+  std::vector<bool> keep(lines.size(), true);
   int n_dropped = 0;
-  for (const auto& b : blocks) {
-    std::string chunk;
-    for (std::size_t i = b.begin; i < b.end; ++i) chunk += lines[i] + "\n";
-    if (b.gate) {
-      bool hidden = false;
-      try {
-        auto t = toml::parse(chunk);
-        if (auto* arr = t["gate"].as_array(); arr && !arr->empty())
-          if (auto* g = arr->get(0)->as_table()) hidden = (*g)["hidden"].value_or(false);
-      } catch (const toml::parse_error&) {
-        hidden = false;  // checked as a whole below
-      }
-      if (hidden) {
-        ++n_dropped;
-        continue;
-      }
-    }
-    out += chunk;
+  for (std::size_t h = 0; h < headers.size(); ++h) {
+    if (!hidden_headers.count(headers[h])) continue;
+    std::size_t end = h + 1 < headers.size() ? starts[h + 1] : lines.size();
+    for (std::size_t i = starts[h]; i < end; ++i) keep[i] = false;
+    ++n_dropped;
   }
+  std::string out;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (keep[i]) out += lines[i] + "\n";
 
   // The leaderboard may not name a gate the release drops.
   if (!original.leaderboard_gate.empty()) {
@@ -161,7 +144,7 @@ int release_main(const ReleaseOptions& opts) {
   }
   fs::create_directories(out);
 
-  std::size_t copied = 0, skipped = 0;
+  std::size_t copied = 0, skipped = 0, skeletons = 0;
   std::vector<std::string> report;
   for (const auto& rel : repository_files(root)) {
     if (excluded(rel)) {
@@ -182,9 +165,23 @@ int release_main(const ReleaseOptions& opts) {
       fs::copy_file(from, to, fs::copy_options::overwrite_existing);
     }
     ++copied;
+    // labs/NN_x/student/F also goes to labs/NN_x/.skeleton/F: the pristine skeleton the build compiles and the
+    // grader links in place of a step of the student's that does not compile (the student edits student/ itself).
+    if (std::vector<fs::path> p(rel.begin(), rel.end()); p.size() >= 4 && p[0] == "labs" && p[2] == "student") {
+      fs::path skel = out / "labs" / p[1] / ".skeleton" / rel.lexically_relative(fs::path("labs") / p[1] / "student");
+      fs::create_directories(skel.parent_path());
+      fs::copy_file(from, skel, fs::copy_options::overwrite_existing);
+      if (!fs::exists(skel.parent_path() / "README.txt"))
+        write_file_atomic(skel.parent_path() / "README.txt",
+                          "The skeleton of this lab as released: do not edit. When one of your step files does not\n"
+                          "compile, labgrade links the file of the same name from here in its place, so that only\n"
+                          "that step loses its points. Your work goes in ../student/.\n");
+      ++skeletons;
+    }
   }
   std::cout << "labgrade release: " << copied << " files to " << out.string() << " (" << skipped
-            << " left out: solutions, hidden tests, planted fixtures)\n";
+            << " left out: solutions, hidden tests, planted fixtures); " << skeletons
+            << " skeleton files copied to labs/*/.skeleton/\n";
   for (const auto& r : report) std::cout << "  " << r << "\n";
   std::cout << "check it: cd " << shell_quote(out.string()) << " && cmake --preset ci && cmake --build --preset ci\n";
   return 0;

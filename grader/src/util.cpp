@@ -242,30 +242,47 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
   close(fds[1]);
   auto start = std::chrono::steady_clock::now();
   char buf[8192];
+  auto keep = [&](ssize_t got) {
+    if (r.output.size() < (64u << 20)) r.output.append(buf, static_cast<std::size_t>(got));
+    if (echo) std::cerr.write(buf, got);
+  };
+  // Until the child is reaped, under the time limit the whole way: a child that closes stdout/stderr and keeps
+  // running is still timed, and one that exits while something it started holds the pipe open is not waited for
+  // (that descendant is killed with the group below).
+  bool eof = false, reaped = false;
+  int status = 0;
   for (;;) {
-    int wait_ms = 200;
-    pollfd p{fds[0], POLLIN, 0};
-    int n = poll(&p, 1, wait_ms);
-    if (n > 0) {
-      ssize_t got = read(fds[0], buf, sizeof buf);
-      if (got > 0) {
-        if (r.output.size() < (64u << 20)) r.output.append(buf, static_cast<std::size_t>(got));
-        if (echo) std::cerr.write(buf, got);
-        continue;
+    if (!eof) {
+      pollfd p{fds[0], POLLIN, 0};
+      if (poll(&p, 1, 200) > 0) {
+        ssize_t got = read(fds[0], buf, sizeof buf);
+        if (got > 0) keep(got);
+        else if (got == 0 || (errno != EINTR && errno != EAGAIN)) eof = true;
       }
-      if (got == 0) break;
-      if (errno != EINTR && errno != EAGAIN) break;
+    } else {
+      pollfd none{-1, 0, 0};
+      poll(&none, 1, 50);
+    }
+    if (!reaped && waitpid(pid, &status, WNOHANG) == pid) reaped = true;
+    if (reaped) {
+      for (pollfd p{fds[0], POLLIN, 0}; !eof && poll(&p, 1, 0) > 0;) {  // what is already in the pipe
+        ssize_t got = read(fds[0], buf, sizeof buf);
+        if (got <= 0) break;
+        keep(got);
+      }
+      break;
     }
     if (timeout_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s) {
       kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);  // also when it left its process group
       r.timed_out = true;
       break;
     }
   }
   close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  if (!reaped)
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   kill(-pid, SIGKILL);  // anything it left behind in its group
   if (WIFEXITED(status) && !r.timed_out) r.exit_code = WEXITSTATUS(status);
   if (r.exit_code == 127 && r.output.empty()) r.output = "cannot run " + argv[0];

@@ -199,8 +199,8 @@ TEST_CASE("a batch over every fault fixture scores each one and damages nothing"
   for (const auto& f : fixtures) {
     INFO(f.name);
     auto gs = nlohmann::json::parse(read_file(out / f.name / "results.json"));
-    CHECK(gs["max_score"] == 21.0);  // the grader's rubric, not the one own_tests brought
-    CHECK(gs["tests"].size() == 5);
+    CHECK(gs["max_score"] == 23.0);  // the grader's rubric, not the one own_tests brought
+    CHECK(gs["tests"].size() == 6);
     auto full = nlohmann::json::parse(read_file(out / f.name / "result.json"));
     if (f.name != "not_submitted") CHECK(full["compile_seconds"].get<double>() > 0);
     CHECK(full["isolation"] == (bwrap_works() ? "bwrap" : geteuid() == 0 ? "uid-only" : "none"));
@@ -208,14 +208,14 @@ TEST_CASE("a batch over every fault fixture scores each one and damages nothing"
     CHECK_FALSE(contains(gs.dump(), "handles negative numbers"));
   }
   auto sol = nlohmann::json::parse(read_file(out / "solution_1" / "result.json"));
-  CHECK(sol["score"] == (query_cuda(test::labgrade_exe()).ok ? 21.0 : 11.0));  // without a GPU step1.correct (10) is skipped
+  CHECK(sol["score"] == (query_cuda(test::labgrade_exe()).ok ? 23.0 : 13.0));  // without a GPU step1.correct (10) is skipped
   std::string csv = read_file(out / "gradebook.csv");
   CHECK(csv.rfind("student,lab,gate,status,points,max_points,metric,value,threshold,isolation\n", 0) == 0);
   CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("Isolation: "));
-  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 5 * static_cast<long>(fixtures.size() + 2));
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 6 * static_cast<long>(fixtures.size() + 2));
   CHECK_THAT(read_file(out / "junit.xml"), ContainsSubstring("<testsuite name=\"host_segfault/lab99\""));
   CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("## host_segfault"));
-  CHECK_THAT(read_file(out / "compile_error" / "result.json"), ContainsSubstring("student/fake.cu("));
+  CHECK_THAT(read_file(out / "compile_error" / "result.json"), ContainsSubstring("student/step2_clamp.cu("));
 
   // Running the batch again repeats nothing.
   auto again = run_command(batch_args(subs, out, tree), 600);

@@ -32,6 +32,10 @@ TEST_CASE("every fixture in grader/fixtures loads and materialises", "[fixtures]
   std::string segv = read_file(dir.path / "host_segfault" / "labs/99_fake/student/fake.cu");
   CHECK_THAT(segv, ContainsSubstring("volatile int* p = nullptr"));
   CHECK_THAT(segv, ContainsSubstring("long long sum_fast"));
+  // ... and the lab's other files (its other steps) are the solution's, unchanged.
+  CHECK(read_file(dir.path / "host_segfault" / "labs/99_fake/student/step1_scale.cu") ==
+        read_file(test::fakelab_root() / "solutions/99_fake/step1_scale.cu"));
+  CHECK(fs::exists(dir.path / "host_segfault" / "labs/99_fake/student/step2_clamp.cu"));
 }
 
 TEST_CASE("a replacement must match exactly once", "[fixtures]") {
@@ -106,6 +110,33 @@ TEST_CASE("only the recipe's student files are taken - never through a symbolic 
   fs::create_directory_symlink(test::fakelab_root() / "solutions/99_fake", link_dir / "labs/99_fake/student");
   CHECK_THAT(copy_student_sources(link_dir, r, dir.path / "d4"), ContainsSubstring("symbolic link"));
   CHECK_FALSE(fs::exists(dir.path / "d4/fake.cu"));
+}
+
+TEST_CASE("a missing step file is left to the skeleton; names come from the recipe only", "[fixtures][batch]") {
+  test::TempDir dir("copysteps");
+  Recipe r;
+  r.name = "99_fake";
+  r.student_sources = {"fake.cu", "step1_scale.cu", "step2_clamp.cu"};
+  fs::path sub = dir.path / "sub";
+  fs::create_directories(sub / "labs/99_fake/student");
+  std::ofstream(sub / "labs/99_fake/student/fake.cu") << "int x;\n";
+  std::ofstream(sub / "labs/99_fake/student/step2_clamp.cu") << "int y;\n";
+  // A file named like another lab's or with a path in it is never taken: only the recipe's names are looked up.
+  std::ofstream(sub / "labs/99_fake/student/step1_scale.cu.bak") << "int z;\n";
+  fs::create_directories(sub / "labs/01_matmul/student");
+  std::ofstream(sub / "labs/01_matmul/student/step1_scale.cu") << "int w;\n";
+  std::vector<bool> present;
+  bool absent = true;
+  CHECK(copy_student_sources(sub, r, dir.path / "dest", &absent, &present) == "");
+  CHECK_FALSE(absent);
+  CHECK(present == std::vector<bool>{true, false, true});
+  CHECK_FALSE(fs::exists(dir.path / "dest/step1_scale.cu"));
+  CHECK(read_file(dir.path / "dest/step2_clamp.cu") == "int y;\n");
+  // Without `present` (and for a file that is no step's) a missing file is still the lab's problem.
+  CHECK_THAT(copy_student_sources(sub, r, dir.path / "d2"), ContainsSubstring("step1_scale.cu is missing"));
+  fs::remove(sub / "labs/99_fake/student/fake.cu");
+  CHECK_THAT(copy_student_sources(sub, r, dir.path / "d3", &absent, &present),
+             ContainsSubstring("student/fake.cu is missing"));
 }
 
 TEST_CASE("build errors are summarised for students", "[fixtures]") {

@@ -2,6 +2,7 @@
 // format, without a GPU.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <fstream>
 
 #include "devices.h"
 #include "scoring.h"
@@ -48,10 +49,11 @@ TEST_CASE("grading the solutions of the fake lab", "[local]") {
   CHECK(st["cpu.add"] == "passed");
   CHECK(st["cpu.sum"] == "passed");
   CHECK(st["cpu.speed"] == "passed");
+  CHECK(st["step2.clamp"] == "passed");
   CHECK(st["cpu.negative"] == "passed");  // the hidden gate: graded in the instructor's tree
   CHECK(st["step1.correct"] == (gpu ? "passed" : "skipped"));
   if (!gpu) CHECK_THAT(r.output, ContainsSubstring("no CUDA device"));
-  CHECK(j["max_score"] == 21.0);
+  CHECK(j["max_score"] == 23.0);
   REQUIRE(j.contains("leaderboard"));
   CHECK(j["leaderboard"][0]["value"].get<double>() > 2.0);
   CHECK_THAT(read_file(dir.path / "r.xml"), ContainsSubstring("<testsuite name=\"lab99\""));
@@ -68,7 +70,36 @@ TEST_CASE("grading the skeleton: every step not implemented", "[local]") {
   CHECK(st.count("cpu.negative") == 0);  // --no-hidden
   CHECK(st["cpu.add"] == "not_implemented");
   CHECK(st["cpu.speed"] == "not_implemented");
+  CHECK(st["step2.clamp"] == "not_implemented");
   CHECK_THAT(r.output, ContainsSubstring("not implemented: add"));
+}
+
+TEST_CASE("grading one's own tree: a broken step costs that step and a missing one is not submitted", "[local]") {
+  // A copy of the fake lab's folder with the solution's files in student/, step 2 broken and step 1 deleted,
+  // graded through a recipe that points at it (the compile commands stay the build's).
+  test::TempDir dir("localsteps");
+  const fs::path lab = dir.path / "labs/99_fake";
+  fs::create_directories(lab / "student");
+  fs::copy_file(test::fakelab_root() / "solutions/99_fake/fake.cu", lab / "student/fake.cu");
+  std::ofstream(lab / "student/step2_clamp.cu")
+      << "#include \"fake.h\"\nnamespace lab99 {\nint clamp(int x, int, int) { return x }  // no semicolon\n}\n";
+  auto recipe = nlohmann::json::parse(read_file(test::fakelab_grading() / "lab99.json"));
+  recipe["lab_dir"] = lab.string();
+  fs::create_directories(dir.path / "grading");
+  write_file_atomic(dir.path / "grading/lab99.json", recipe.dump(2));
+  std::vector<std::string> argv = {test::labgrade_exe().string(), "--repo", test::repo_root().string(), "--no-build",
+                                   "--build-dir", test::build_dir().string(), "--grading-dir",
+                                   (dir.path / "grading").string(), "--gate-timeout", "60", "99", "--json",
+                                   (dir.path / "r.json").string()};
+  auto r = run_command(argv, 600);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  auto st = statuses(nlohmann::json::parse(read_file(dir.path / "r.json")));
+  CHECK(st["cpu.add"] == "passed");
+  CHECK(st["cpu.sum"] == "passed");
+  CHECK(st["step2.clamp"] == "build_failed");
+  CHECK(st["step1.correct"] == "not_submitted");
+  CHECK_THAT(r.output, ContainsSubstring("student/step2_clamp.cu("));
 }
 
 TEST_CASE("doctor reports this machine and fails only on missing tools", "[local]") {

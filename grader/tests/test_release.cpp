@@ -15,7 +15,7 @@ TEST_CASE("hidden gates are removed from a rubric with their comments - the rest
   std::string out = strip_hidden_gates(text, "rubric.toml", &dropped);
   CHECK(dropped == 1);
   auto r = labkit::parse_rubric(out, "out");
-  CHECK(r.gates.size() == 4);
+  CHECK(r.gates.size() == 5);
   CHECK(r.find("cpu.negative") == nullptr);
   CHECK(r.leaderboard_gate == "cpu.speed");
   CHECK_THAT(out, ContainsSubstring("# Rubric of the grader's fake lab"));
@@ -53,6 +53,19 @@ id = "b"
                          "lb.toml"));
 }
 
+TEST_CASE("the release reads the rubric's tables through toml++ - quoting and indentation and sub-tables", "[release]") {
+  std::string text = read_file(test::repo_root() / "grader/tests/rubric_tricky.toml");
+  int dropped = 0;
+  std::string out = strip_hidden_gates(text, "rubric_tricky.toml", &dropped);
+  CHECK(dropped == 1);
+  auto r = labkit::parse_rubric(out, "out");
+  REQUIRE(r.gates.size() == 2);
+  CHECK(r.gates[0].id == "step1.single");
+  CHECK(r.gates[1].id == "step2.inline");
+  CHECK_THAT(out, ContainsSubstring("[gate.notes]"));  // step 2's sub-table stays with step 2
+  CHECK(out.find("step3.speed") == std::string::npos);
+}
+
 TEST_CASE("labgrade release writes a tree without solutions or hidden gates that configures", "[release]") {
   test::TempDir dir("release");
   fs::path rel = dir.path / "rel";
@@ -73,9 +86,20 @@ TEST_CASE("labgrade release writes a tree without solutions or hidden gates that
     if (!fs::exists(lab.path() / "rubric.toml")) continue;
     auto rubric = labkit::load_rubric((lab.path() / "rubric.toml").string());
     for (const auto& g : rubric.gates) CHECK_FALSE(g.hidden);
+    // The pristine skeleton beside student/: what labgrade links in place of a step that does not compile.
+    for (const auto& f : fs::directory_iterator(lab.path() / "student", ec)) {
+      INFO(f.path().string());
+      CHECK(read_file(lab.path() / ".skeleton" / f.path().filename()) == read_file(f.path()));
+    }
   }
   // The release must configure as it is (no solutions/, no hidden tests).
   auto cfg = run_command({"cmake", "--preset", "ci"}, 600, rel);
   INFO(cfg.output);
   CHECK(cfg.exit_code == 0);
+  // ... and its build compiles the skeleton from .skeleton/, not from the student's own files.
+  for (const auto& f : fs::directory_iterator(rel / "build/ci/grading", ec)) {
+    if (f.path().extension() != ".json") continue;
+    INFO(f.path().string());
+    CHECK_THAT(read_file(f.path()), ContainsSubstring("/.skeleton\""));
+  }
 }

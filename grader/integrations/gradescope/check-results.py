@@ -14,12 +14,15 @@ Expectations (labgrade's results: each test is tagged labNN and its kind, and it
     solutions          every test passed and scores its max_score; without a GPU, every CPU gate passed and every
                        GPU gate was skipped (0 points)
     empty              every test scores 0, as "not_submitted" with "not submitted"
-    compile-error:NN   lab NN's tests are "build_failed" with "does not compile"; the other labs as `solutions`
+    compile-error:NN   (every student file of lab NN broken) lab NN's step gates (ids stepK.*) are "build_failed" with
+                       "does not compile"; its other gates depend on the whole lab and are not checked (with step
+                       files the skeleton stands in and they are graded); the other labs as `solutions`
     only:NN            lab NN as `solutions`; the other labs as `empty`
 Prints one PASS/FAIL line per check; exit status 1 when any check failed, 2 when the file cannot be read.
 """
 import argparse
 import json
+import re
 import sys
 
 VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
@@ -97,6 +100,11 @@ def lab_of(t):
     return "?"
 
 
+def is_step_gate(t):
+    """A gate of one step ("lab01 step5a.correct: ..."): its id starts with stepK."""
+    return re.match(r"lab\S* step[0-9]+[a-z]?\.", t.get("name", "")) is not None
+
+
 def kind_of(t):
     tags = [x for x in t.get("tags", []) if not x.startswith("lab")]
     return tags[0] if tags else "?"
@@ -160,7 +168,8 @@ def main():
         as_status(tests, "all labs", "not_submitted", "not submitted")
         check(r.get("score") == 0, "total score 0", f"score {r.get('score')}")
     elif kind == "compile-error" and lab:
-        as_status([t for t in tests if lab_of(t) == lab], f"lab {lab}", "build_failed", "does not compile")
+        as_status([t for t in tests if lab_of(t) == lab and is_step_gate(t)], f"lab {lab} (its steps)", "build_failed",
+                  "does not compile")
         rest = [t for t in tests if lab_of(t) != lab]
         if rest:
             as_solution(rest, "the other labs")

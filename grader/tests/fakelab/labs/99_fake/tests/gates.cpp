@@ -73,3 +73,9 @@ TEST_CASE("step1.correct", "[lab99][step1][correctness]") {
   LABKIT_CUDA(cudaFree(d));
   for (int i = 0; i < n; ++i) REQUIRE(out[i] == h[i] * 2.5f);  // exact: one rounding on each side
 }
+
+TEST_CASE("step2.clamp", "[lab99][step2][cpu]") {
+  CHECK(lab99::clamp(5, 0, 10) == 5);
+  CHECK(lab99::clamp(-3, 0, 10) == 0);
+  CHECK(lab99::clamp(42, 0, 10) == 10);
+}
