@@ -42,7 +42,7 @@ esac
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 catch2_v3_installed() {
   local v
-  v=$(dpkg-query -W -f='${Version}' libcatch2-dev catch2 2>/dev/null | grep -o '^[0-9]*' | sort -n | tail -1)
+  v=$(dpkg-query -W -f='${db:Status-Abbrev} ${Version}\n' libcatch2-dev catch2 2>/dev/null | sed -n 's/^ii *//p' | grep -o '^[0-9]*' | sort -n | tail -1)
   [ -n "$v" ] && [ "$v" -ge 3 ] || [ -f /usr/include/catch2/catch_test_macros.hpp ]
 }
 
@@ -109,7 +109,7 @@ if [ -x "$nvcc" ]; then
   command -v nvcc >/dev/null ||
     notes+=("nvcc is not on PATH (the build finds it; compute-sanitizer and ncu are in the same folder)|echo 'export PATH=/usr/local/cuda/bin:\$PATH' >> ~/.bashrc")
 else
-  missing+=("no CUDA toolkit in /usr/local/cuda (nvcc)|install cuda-keyring from $cuda_repo, then apt-get install cuda-toolkit-13-0 (docs/getting-started.md, section 1)")
+  missing+=("no CUDA toolkit in /usr/local/cuda (nvcc)|install cuda-keyring from $cuda_repo, then apt-get install cuda-toolkit-13-0 (docs/getting-started.md, section 2)")
 fi
 
 gpu=0
