@@ -194,11 +194,10 @@ int first_run_main(GradeOptions grade) {
   std::cout << "\n";
 
   // The build first, even with nothing to grade: a fresh clone learns now whether its toolchain works.
-  std::vector<std::string> in_build;  // labs the build has recipes for (LABS_ONLY may leave some out)
+  Build b;
   try {
-    Build b = prepare_build(bo);
+    b = prepare_build(bo);
     bo.build_dir = b.dir;
-    for (const auto& r : load_recipes(b.grading_dirs)) in_build.push_back(r.lab);
   } catch (const UserError& e) {
     std::cerr << "labgrade: " << e.what() << "\n\nlabgrade doctor:\n";
     DoctorOptions d;
@@ -206,6 +205,9 @@ int first_run_main(GradeOptions grade) {
     doctor_main(d);
     return 2;
   }
+
+  std::vector<std::string> in_build;  // labs the build has recipes for (LABS_ONLY may leave some out)
+  for (const auto& r : load_recipes(b.grading_dirs)) in_build.push_back(r.lab);
 
   auto next_unstarted = std::find_if(labs.begin(), labs.end(), [](const LabState& l) { return !l.started; });
   if (started.empty()) {
@@ -229,7 +231,8 @@ int first_run_main(GradeOptions grade) {
   started = gradable;
   grade.labs = gradable;
   // grade_main prints the table; the summary below reads the scores back from its Gradescope file.
-  grade.outputs.json = (bo.build_dir / "grading" / "labgrade-last.json").string();
+  // Not in grading/: every lab*.json there is read as a grading recipe.
+  grade.outputs.json = (bo.build_dir / "labgrade-last-results.json").string();
   int rc = grade_main(grade);
   auto scores = scores_from_results(grade.outputs.json);
 
