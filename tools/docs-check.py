@@ -28,6 +28,9 @@ non-zero (or, under may-fail, with 126 or more: not found, not executable, kille
     tools/docs-check.py --mode gpu --files docs/student-guide.md
     tools/docs-check.py --mode cpu --no-clone        # in this checkout (careful: the docs build in build/)
 
+Every run (--list included) also checks that each lab README's gate table matches its rubric.toml
+(tools/rubric_table.py --check): a stale table is a problem like an unannotated block.
+
 Shims, used only when the real command is missing: `sudo` when already root (runs the command), `less` (cat).
 The report (report.md, report.json, one log per file) goes to WORKDIR (default build/docs-check).
 """
@@ -227,11 +230,17 @@ def main():
                     help="report.json of an earlier check whose ok commands may satisfy same-as (checks split over runs)")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if not a.no_clone and not os.path.isdir(os.path.join(root, ".git")):
+    # .git is a folder in a clone and a file in a `git worktree`; --list clones nothing.
+    if not a.no_clone and not a.list and a.mode and not os.path.exists(os.path.join(root, ".git")):
         sys.exit("docs-check: not a git checkout: use --no-clone on a fresh export (e.g. git archive) instead")
     files = expand_files(root, a.files or DEFAULT_FILES)
     blocks = {f: find_blocks(root, f) for f in files}
     problems = [b for bs in blocks.values() for b in bs if b.problem]
+    # The gate tables a student reads are generated from the rubrics; a stale one states a threshold the grader
+    # does not apply. rubric_table names each stale README itself.
+    tables = subprocess.run([sys.executable, os.path.join(root, "tools", "rubric_table.py"), "--check", "--root", root])
+    if tables.returncode != 0:
+        problems.append(Block("labs/*/README.md", 0, "", None, {}, "gate table out of date: run tools/rubric_table.py"))
     if a.list or not a.mode:
         for f, bs in blocks.items():
             for b in bs:

@@ -1,6 +1,7 @@
 // labgrade: the command line. Each sub-command lives in its own file; this one only parses arguments.
 //
-//   labgrade [LAB...] [--solutions] [--build-dir DIR] [--json F] [--junit F] [--csv F] [--markdown F] ...
+//   labgrade                   a student's first command: builds, grades the labs with code written, says what next
+//   labgrade LAB... | all [--solutions] [--build-dir DIR] [--json F] [--junit F] [--csv F] [--markdown F] ...
 //   labgrade batch SUBMISSIONS --out DIR [--workers N] [--gpus LIST] [--sandbox auto|bwrap|none] ...
 //   labgrade merge OUT PART_OUT... [--submissions SUBMISSIONS]
 //   labgrade release OUT_DIR
@@ -16,6 +17,7 @@
 #include "batch.h"
 #include "devices.h"
 #include "doctor.h"
+#include "firstrun.h"
 #include "fixtures.h"
 #include "grade.h"
 #include "release.h"
@@ -92,7 +94,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> grading_dirs;
   std::string build_dir;
   std::string repo;
-  app.add_option("labs", grade.labs, "labs to grade: 01, 1, 01_matmul or matmul (default: all)");
+  app.add_option("labs", grade.labs,
+                 "labs to grade: 01, 1, 01_matmul or matmul; `all` for every lab (default: the labs with code "
+                 "written, then what to do next)");
   app.add_option("--repo", repo, "the workbook checkout (default: the one around the current folder)");
   app.add_flag("--solutions", grade.solutions, "grade the reference solutions instead of the student tree");
   app.add_option("--build-dir", build_dir, "use this build folder (default: build/gpu with a GPU, else build/ci)");
@@ -203,13 +207,28 @@ int main(int argc, char** argv) {
     }
     if (*doctor_cmd) {
       doctor.build_dir = build.build_dir;
+      doctor.preset = build.preset;
       doctor.root = g_repo;
       return doctor_main(doctor);
     }
     if (*mat) return fixtures_materialise(fx_dest, fx_dir, fx_copies, fx_only);
     if (*chk) return fixtures_check(fx_out, fx_dir, fx_gpu, fx_only);
     grade.color = isatty(1) && !std::getenv("NO_COLOR");
-    return grade_main(grade);
+    // `labgrade` alone is a student's question "where am I?": only the labs with code written, then what next.
+    // Anything that names what to grade or where results go (labs, --solutions, reports, recipe folders, a
+    // prebuilt tree) is a script or an instructor asking for exactly that, as before.
+    const bool first_run = grade.labs.empty() && !grade.solutions && grading_dirs.empty() && !build.no_build &&
+                           grade.outputs.json.empty() && grade.outputs.junit.empty() && grade.outputs.csv.empty() &&
+                           grade.outputs.markdown.empty();
+    if (first_run) return first_run_main(grade);
+    if (grade.labs.size() == 1 && grade.labs[0] == "all") grade.labs.clear();
+    // Without a GPU every GPU gate skips, right or wrong: say so before the results and again under them.
+    const CudaInfo cuda = query_cuda();
+    const bool no_gpu = !cuda.ok;
+    if (no_gpu) print_no_gpu_notice(std::cout, cuda.error);
+    int rc = grade_main(grade);
+    if (no_gpu) std::cout << "\n" << kNoGpuReminder << "\n";
+    return rc;
   } catch (const UserError& e) {
     std::cerr << "labgrade: " << e.what() << "\n";
     return 2;

@@ -113,23 +113,40 @@ int doctor_main(const DoctorOptions& opts) {
     auto r = run_command({cmake->string(), "--version"}, 30);
     std::string v = first_match(r.output, std::regex(R"(cmake version ([0-9.]+))"));
     auto [major, minor] = version_pair(v);
-    if (major > 3 || (major == 3 && minor >= 24))
+    // CMakePresets.json is version 6 (workflow presets: cmake --workflow --preset gpu|ci), read from 3.25 on.
+    if (major > 3 || (major == 3 && minor >= 25))
       rep.ok("cmake " + v);
     else
-      rep.fail("cmake " + v + " is too old (the project and its presets need 3.24)",
+      rep.fail("cmake " + v + " is too old (the presets need 3.25)",
                "install a newer CMake (pip install cmake, or Kitware's APT repository)");
   } else {
-    rep.fail("cmake not found", "install CMake >= 3.24");
+    rep.fail("cmake not found", "install CMake >= 3.25 (tools/setup.sh does on Debian 12 and Ubuntu 24.04)");
   }
 
   std::cout << "\nGPU\n";
+  // nvidia-smi first: it tells "no driver" from "a driver but no GPU" from "a GPU the runtime cannot use".
+  if (auto smi = find_program("nvidia-smi")) {
+    auto r = run_command({smi->string(), "--query-gpu=name,driver_version", "--format=csv,noheader"}, 30);
+    if (r.exit_code == 0 && !trim(r.output).empty())
+      for (const auto& line : split_lines(r.output)) {
+        if (!trim(line).empty()) rep.ok("nvidia-smi: " + trim(line) + " (name, driver)");
+      }
+    else
+      rep.warn("nvidia-smi is installed but lists no GPU (" + trim(r.output).substr(0, 200) + ")",
+               "reboot after installing the driver; in a container, start it with GPU access (docker run --gpus "
+               "all); check CUDA_VISIBLE_DEVICES");
+  } else {
+    rep.info("no NVIDIA driver (nvidia-smi not found): fine for building and the CPU tests");
+  }
   CudaInfo cuda = query_cuda();
   if (cuda.driver_version > 0)
     rep.ok("CUDA driver supports CUDA " + cuda_version_text(cuda.driver_version) + ", runtime " +
            cuda_version_text(cuda.runtime_version));
   if (!cuda.ok) {
     rep.warn(cuda.error,
-             "no GPU: GPU gates will be skipped (CPU gates still run; grade on a machine with an NVIDIA GPU)");
+             "no GPU: GPU gates will be skipped, right or wrong (compiling and the CPU gates still work); for GPU "
+             "feedback grade on a machine with an NVIDIA GPU and a driver of the R580 branch or newer, or submit to "
+             "the course's autograder");
   } else {
     if (cuda.driver_version < cuda.runtime_version)
       rep.warn("the driver (CUDA " + cuda_version_text(cuda.driver_version) + ") is older than the runtime (" +
@@ -188,6 +205,20 @@ int doctor_main(const DoctorOptions& opts) {
                std::string("CMake will download it at configure time (needs network); or install ") + lib.package);
   }
 
+  // Lab 09 distributes over MPI ranks: its build needs Open MPI (mpicxx, mpirun); the other labs do not.
+  std::error_code ec;
+  bool has_mpi_lab = false;
+  if (root)
+    for (const auto& e : fs::directory_iterator(*root / "labs", ec))
+      if (starts_with(e.path().filename().string(), "09_")) has_mpi_lab = true;
+  if (has_mpi_lab) {
+    if (find_program("mpirun") && find_program("mpicxx"))
+      rep.ok("Open MPI (lab 09): mpirun and mpicxx found");
+    else
+      rep.warn("Open MPI not found (mpirun, mpicxx): lab 09 does not build",
+               "install openmpi-bin libopenmpi-dev (tools/setup.sh does)");
+  }
+
   std::cout << "\nbatch grading and --sanitize\n";
   if (!find_program("bwrap"))
     rep.warn("bubblewrap (bwrap) not installed",
@@ -220,6 +251,13 @@ int doctor_main(const DoctorOptions& opts) {
   std::cout << "\n"
             << (rep.fatal ? std::to_string(rep.fatal) + " problem(s) stop grading; " : std::string("ready to grade; "))
             << rep.warnings << " warning(s)\n";
+  if (!rep.fatal) {
+    const std::string preset = !opts.preset.empty() ? opts.preset : cuda.ok ? "gpu" : "ci";
+    std::cout << "next: cmake --workflow --preset " << preset << "   (configure, build, test), then build/" << preset
+              << "/labgrade\n";
+  } else {
+    std::cout << "tools/setup.sh installs the packages on Debian 12 and Ubuntu 24.04 and says what else is missing\n";
+  }
   return rep.fatal ? 1 : 0;
 }
 

@@ -9,6 +9,7 @@ namespace labgrade {
 struct DoctorOptions {
   fs::path build_dir;  // empty: every configured build/<preset> of the repository
   fs::path root;       // empty: the repository around the current folder
+  std::string preset;  // the preset its "next" line names (empty: gpu with a GPU, else ci)
 };
 
 int doctor_main(const DoctorOptions& opts);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, to build the autograder image (with network, without a GPU). It installs
 # the build tools, the libraries and the CUDA toolkit, then builds labgrade and the gates of the labs named in
-# autograder.conf. Made for Ubuntu 24.04 base images (Ubuntu 22.04's CMake is older than the 3.24 the build needs);
+# autograder.conf. Made for Ubuntu 24.04 base images (Ubuntu 22.04's CMake is older than the 3.25 the presets need);
 # Debian 12 works too.
 #
 # Environment (for rehearsals outside Gradescope; Gradescope sets none of them):
@@ -92,8 +92,8 @@ elif [ ${#missing[@]} -gt 0 ]; then
 fi
 [ -x "$NVCC" ] || die "no CUDA toolkit at $NVCC"
 cmake_version=$(cmake --version | sed -n '1s/[^0-9]*\([0-9][0-9.]*\).*/\1/p')
-printf '%s\n3.24\n' "$cmake_version" | sort -V -C -r ||
-  die "CMake $cmake_version is older than 3.24 (an Ubuntu 22.04 base image?): use Ubuntu 24.04"
+printf '%s\n3.25\n' "$cmake_version" | sort -V -C -r ||
+  die "CMake $cmake_version is older than 3.25 (CMakePresets.json version 6) (an Ubuntu 22.04 base image?): use Ubuntu 24.04"
 
 # Configure and build: the ci preset (no GPU here), the architectures and labs of autograder.conf.
 cd "$W"
