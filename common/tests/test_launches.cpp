@@ -154,8 +154,8 @@ TEST_CASE("the labs' rubrics allow libraries only in the library steps", "[cpu][
   for (const char* g : {"step1.correct", "step5f.correct", "step5f.speed"}) CHECK(allowed("01_matmul", g).empty());
   CHECK(allowed("05_thrust_saxpy", "step1.correct").empty());
   CHECK(allowed("05_thrust_saxpy", "step1.speed").empty());
-  for (const char* g : {"step2.correct", "step2.speed", "step3.correct", "step3.speed", "step5.correct",
-                        "step6.correct", "step7.correct"})
+  for (const char* g : {"step2.correct", "step2.speed", "step3.correct", "step3.speed", "step5a.correct",
+                        "step5b.correct", "step5b.speed", "step6.correct", "step7.correct"})
     CHECK(allowed("05_thrust_saxpy", g) == V{"thrust"});
   CHECK(allowed("05_thrust_saxpy", "step4.correct") == V{"cublas"});
   CHECK(allowed("05_thrust_saxpy", "step4.speed") == V{"cublas"});

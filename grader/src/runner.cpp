@@ -519,6 +519,8 @@ struct ToolOutcome {
   int errors = 0;
   std::string excerpt;
   bool finished = true;  // every gate of the run reached its end within the time limit
+  bool started = false;  // at least one gate ran to its end under the sanitizer
+  std::string why_not;   // when none did: what the first gate's outcome said
   double seconds = 0;
 };
 
@@ -547,8 +549,12 @@ ToolOutcome sanitize_once(const LabResult& lab, const GateRunSpec& base, const s
     out.errors += sanitizer_error_count(text);
     if (out.excerpt.empty()) out.excerpt = excerpt(text, 6);
   }
-  for (const auto& g : scratch.gates)
-    if (std::find(ids.begin(), ids.end(), g.id) != ids.end() && g.status == Status::timeout) out.finished = false;
+  for (const auto& g : scratch.gates) {
+    if (std::find(ids.begin(), ids.end(), g.id) == ids.end()) continue;
+    if (g.status == Status::timeout) out.finished = false;
+    if (g.status == Status::passed || g.status == Status::failed) out.started = true;
+    if (out.why_not.empty()) out.why_not = trim_message(g.message, 3, 300);
+  }
   return out;
 }
 
@@ -585,6 +591,12 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
       lab.run_seconds += all.seconds;  // the grading time reported includes the checks
       char took[32];
       std::snprintf(took, sizeof took, "%.1f s", all.seconds);
+      if (!all.started && all.errors == 0) {
+        // Nothing ran to its end (the sanitizer could not start the gate binary, or died at once): say so rather
+        // than "no error", and hold nothing against the gates.
+        add_note(lab, tool + ": the memory and race checks could not run the gates (" + all.why_not + ")");
+        continue;
+      }
       std::string note = tool + ": " + std::to_string(ids.size()) + (hidden ? " hidden" : "") +
                          " gate(s) checked in " + took;
       if (!all.finished)

@@ -347,6 +347,22 @@ TEST_CASE("the default checks leave out gates that did not pass, cpu-only labs, 
   }
 }
 
+TEST_CASE("a sanitizer that cannot run the gates is a note, not a clean check", "[runner][sanitizer]") {
+  Fixture f("sanitize");
+  make_correctness(f);
+  fs::path bin = f.dir.path / "broken";
+  fs::create_directories(bin);
+  std::ofstream(bin / "compute-sanitizer") << "#!/bin/bash\necho 'cannot start'\nexit 1\n";
+  fs::permissions(bin / "compute-sanitizer", fs::perms::owner_all);
+  PathWith p(bin);
+  run_gates(f.lab, f.spec);
+  check_with_sanitizers(f.lab, f.spec);
+  for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
+  const std::string notes = join(f.lab.notes, "\n");
+  CHECK_THAT(notes, ContainsSubstring("memcheck: the memory and race checks could not run the gates"));
+  CHECK_THAT(notes, !ContainsSubstring("no error"));
+}
+
 TEST_CASE("what the checks' time limit leaves unchecked is a note, not a failure", "[runner][sanitizer]") {
   Fixture f("sanitize_hang");
   make_correctness(f);
