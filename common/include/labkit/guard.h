@@ -144,6 +144,7 @@ class GuardedBuffer {
     // The array gets the pattern too (as it got the guard byte before): never zeros, and overwritten by
     // upload() or poison() before any gate reads it.
     fill_guard_device(storage_.data(), 0, storage_.size(), sizeof(T), key_);
+    ready();
   }
   T* data() noexcept { return storage_.data() + guard_; }
   const T* data() const noexcept { return storage_.data() + guard_; }
@@ -155,9 +156,13 @@ class GuardedBuffer {
   // The array's row length in elements, when it is a matrix: the diagnosis then names rows past the last one.
   void set_row_length(std::size_t elems) noexcept { row_length_ = elems; }
 
-  void poison() { fill_pattern_device(data(), n_, sizeof(T), bits(poison_value<T>())); }
+  void poison() {
+    fill_pattern_device(data(), n_, sizeof(T), bits(poison_value<T>()));
+    ready();
+  }
   void upload(const std::vector<T>& host) {
     if (n_) LABKIT_CUDA(cudaMemcpy(data(), host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+    ready();
   }
   std::vector<T> download() const {
     std::vector<T> host(n_);
@@ -171,6 +176,11 @@ class GuardedBuffer {
   }
 
  private:
+  // The fills and the copy above go through the default stream, and a step may run on non-blocking streams of its
+  // own (lab 08 does), which do not wait for it: a poison fill still running would overwrite the step's output.
+  // So each returns with its work done (a pageable cudaMemcpy may return before its DMA has landed, too).
+  static void ready() { LABKIT_CUDA(cudaStreamSynchronize(0)); }
+
   static std::uint64_t bits(T v) {
     std::uint64_t b = 0;
     std::memcpy(&b, &v, sizeof(T));
