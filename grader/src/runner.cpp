@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <thread>
@@ -560,17 +563,74 @@ ToolOutcome sanitize_once(const LabResult& lab, const GateRunSpec& base, const s
 
 }  // namespace
 
-void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
-  if (!spec.sanitizer_checks) return;
-  auto eligible = [](const GateResult& g, const std::string& tool) {
+namespace {
+
+// What one tool found over a lab, gathered on its own thread and merged into the lab afterwards.
+struct ToolReport {
+  std::vector<std::string> notes;
+  std::map<std::string, std::string> findings;  // gate id -> "memcheck: 2 error(s)\n<excerpt>"
+  std::vector<SanitizerFinding> summary;        // lab.sanitizer entries
+};
+
+ToolReport check_with_tool(const LabResult& lab, const GateRunSpec& base, const std::string& tool,
+                           double time_limit_s) {
+  ToolReport r;
+  auto eligible = [&](const GateResult& g) {
     bool kind_ok = g.kind == "correctness" || (tool == "memcheck" && g.kind == "cpu");
     return kind_ok && g.status == Status::passed;
   };
-  bool any = false;
-  for (const auto& g : lab.gates) any = any || eligible(g, "memcheck");
+  // Visible and hidden gates apart, as in the graded run: a hidden gate's report never reaches a visible gate.
+  for (const bool hidden : {false, true}) {
+    std::vector<std::string> ids;
+    for (const auto& g : lab.gates)
+      if (g.hidden == hidden && eligible(g)) ids.push_back(g.id);
+    if (ids.empty()) continue;
+    const std::string tag = tool + (hidden ? "-hidden-" : "-");
+    ToolOutcome all = sanitize_once(lab, base, tool, ids, tag + "all-", time_limit_s);
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f s", all.seconds);
+    if (!all.started && all.errors == 0) {
+      // Nothing ran to its end (the sanitizer could not start the gate binary, or died at once): say so rather
+      // than "no error", and hold nothing against the gates.
+      r.notes.push_back(tool + ": the memory and race checks could not run the gates (" + all.why_not + ")");
+      continue;
+    }
+    std::string note = tool + ": " + std::to_string(ids.size()) + (hidden ? " hidden" : "") +
+                       " gate(s) checked in " + took;
+    if (!all.finished)
+      note += "; the check's time limit (" + limit_text(time_limit_s) +
+              ", the rubric's sanitizer_time_limit_s) ran out before every gate was checked";
+    if (all.errors == 0) {
+      r.notes.push_back(note + ", no error");
+      continue;
+    }
+    // Which gate? One process per gate, each with the same time limit, until the budget of three runs is spent.
+    int attributed = 0;
+    double spent = 0;
+    for (const auto& id : ids) {
+      if (spent > 3 * time_limit_s) break;
+      ToolOutcome one = sanitize_once(lab, base, tool, {id}, tag + safe_file_name(id) + "-", time_limit_s);
+      spent += one.seconds;
+      if (one.errors == 0) continue;
+      attributed += one.errors;
+      r.findings[id] = tool + ": " + std::to_string(one.errors) + " error(s)" +
+                       (one.excerpt.empty() ? "" : "\n" + one.excerpt);
+    }
+    r.summary.push_back({tool, std::max(all.errors, attributed), all.excerpt});
+    note += ", " + std::to_string(all.errors) + " error(s)";
+    if (attributed == 0) note += " that no single gate reproduced on its own (nothing failed for them)";
+    r.notes.push_back(note);
+  }
+  return r;
+}
+
+}  // namespace
+
+void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
+  if (!spec.sanitizer_checks) return;
   bool any_gpu = false;
   for (const auto& g : lab.gates) any_gpu = any_gpu || (g.kind == "correctness" && g.status == Status::passed);
-  if (!any || !any_gpu) return;  // nothing ran on a GPU (no device): nothing for a sanitizer to see
+  if (!any_gpu) return;  // nothing ran on a GPU (no device): nothing for a sanitizer to see
   auto sanitizer = find_program("compute-sanitizer", {"/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer"});
   if (!sanitizer) {
     add_note(lab, "memory and race checks not done: compute-sanitizer was not found (it comes with the CUDA toolkit; "
@@ -579,65 +639,52 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
   }
   GateRunSpec base = spec;
   base.prefix = {sanitizer->string()};
-  for (const std::string tool : {"memcheck", "racecheck"}) {
-    // Visible and hidden gates apart, as in the graded run: a hidden gate's report never reaches a visible gate.
-    for (const bool hidden : {false, true}) {
-      std::vector<std::string> ids;
-      for (const auto& g : lab.gates)
-        if (g.hidden == hidden && eligible(g, tool)) ids.push_back(g.id);
-      if (ids.empty()) continue;
-      const std::string tag = tool + (hidden ? "-hidden-" : "-");
-      ToolOutcome all = sanitize_once(lab, base, tool, ids, tag + "all-", spec.sanitizer_time_limit_s);
-      lab.run_seconds += all.seconds;  // the grading time reported includes the checks
-      char took[32];
-      std::snprintf(took, sizeof took, "%.1f s", all.seconds);
-      if (!all.started && all.errors == 0) {
-        // Nothing ran to its end (the sanitizer could not start the gate binary, or died at once): say so rather
-        // than "no error", and hold nothing against the gates.
-        add_note(lab, tool + ": the memory and race checks could not run the gates (" + all.why_not + ")");
-        continue;
-      }
-      std::string note = tool + ": " + std::to_string(ids.size()) + (hidden ? " hidden" : "") +
-                         " gate(s) checked in " + took;
-      if (!all.finished)
-        note += "; the check's time limit (" + limit_text(spec.sanitizer_time_limit_s) +
-                ", the rubric's sanitizer_time_limit_s) ran out before every gate was checked";
-      if (all.errors == 0) {
-        add_note(lab, note + ", no error");
-        continue;
-      }
-      // Which gate? One process per gate, each with the same time limit, until the budget of three runs is spent.
-      int attributed = 0;
-      double spent = 0;
-      for (const auto& id : ids) {
-        if (spent > 3 * spec.sanitizer_time_limit_s) break;
-        ToolOutcome one = sanitize_once(lab, base, tool, {id}, tag + safe_file_name(id) + "-",
-                                        spec.sanitizer_time_limit_s);
-        spent += one.seconds;
-        lab.run_seconds += one.seconds;
-        if (one.errors == 0) continue;
-        attributed += one.errors;
-        for (auto& g : lab.gates) {
-          if (g.id != id) continue;
-          std::string finding = tool + ": " + std::to_string(one.errors) + " error(s)" +
-                                (one.excerpt.empty() ? "" : "\n" + one.excerpt);
-          g.sanitizer += (g.sanitizer.empty() ? "" : "\n") + finding;
-          if (g.status == Status::passed) {
-            g.status = Status::failed;
-            g.message = "compute-sanitizer " + finding +
-                        (tool == "memcheck"
-                             ? "\n(an access outside an allocation, or a misaligned one, on the gate's small shapes: "
-                               "the result happened to be right, the code is not)"
-                             : "\n(threads of a block read and write the same shared memory without a barrier "
-                               "between them: the result happened to be right on this run)");
-          }
+  // memcheck and racecheck run at the same time: the speed gates are over, the checks only read correctness, and
+  // an instrumented run is bound by the sanitizer's host-side work on one core, so two processes take the time of
+  // the slower one instead of the sum. The progress display is shared: one thread at a time.
+  auto show_mutex = std::make_shared<std::mutex>();
+  if (spec.on_gate_start)
+    base.on_gate_start = [show = spec.on_gate_start, show_mutex](const std::string& gate) {
+      std::lock_guard<std::mutex> lock(*show_mutex);
+      show(gate);
+    };
+  const std::vector<std::string> tools = {"memcheck", "racecheck"};
+  std::vector<ToolReport> reports(tools.size());
+  std::vector<std::exception_ptr> errors(tools.size());
+  const auto started = Clock::now();
+  {
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < tools.size(); ++t)
+      threads.emplace_back([&, t] {
+        try {
+          reports[t] = check_with_tool(lab, base, tools[t], spec.sanitizer_time_limit_s);
+        } catch (...) {
+          errors[t] = std::current_exception();
         }
+      });
+    for (auto& th : threads) th.join();
+  }
+  lab.run_seconds += secs(Clock::now() - started);  // the grading time reported includes the checks
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  // Merged in a fixed order (memcheck first), so the report reads the same whichever thread finished first.
+  for (const auto& r : reports) {
+    for (const auto& n : r.notes) add_note(lab, n);
+    for (const auto& f : r.summary) lab.sanitizer.push_back(f);
+    for (auto& g : lab.gates) {
+      auto it = r.findings.find(g.id);
+      if (it == r.findings.end()) continue;
+      const std::string& finding = it->second;
+      g.sanitizer += (g.sanitizer.empty() ? "" : "\n") + finding;
+      if (g.status == Status::passed) {
+        const bool memcheck = starts_with(finding, "memcheck");
+        g.status = Status::failed;
+        g.message = "compute-sanitizer " + finding +
+                    (memcheck ? "\n(an access outside an allocation, or a misaligned one, on the gate's small shapes: "
+                                "the result happened to be right, the code is not)"
+                              : "\n(threads of a block read and write the same shared memory without a barrier "
+                                "between them: the result happened to be right on this run)");
       }
-      lab.sanitizer.push_back({tool, std::max(all.errors, attributed), all.excerpt});
-      note += ", " + std::to_string(all.errors) + " error(s)";
-      if (attributed == 0)
-        note += " that no single gate reproduced on its own (nothing failed for them)";
-      add_note(lab, note);
     }
   }
 }

@@ -53,7 +53,8 @@ void run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::string>
 void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& tool, bool strict);
 
 // The default memory and race checks: the lab's correctness gates that passed the graded run are run again under
-// compute-sanitizer, memcheck (out-of-bounds and misaligned accesses) and then racecheck (shared-memory races),
+// compute-sanitizer, memcheck (out-of-bounds and misaligned accesses) and racecheck (shared-memory races) at the
+// same time (two processes, each with its own time limit; the lab's time is the longer of the two),
 // with LABKIT_SANITIZER set so that the gates keep only their small and odd shapes, which reach every bound and
 // every barrier. A healthy lab costs one process per tool (visible and hidden gates apart); only when that process
 // reports an error are its gates run again one per process, so that each report belongs to one gate, and a gate
