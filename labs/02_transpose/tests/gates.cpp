@@ -179,8 +179,15 @@ const std::vector<std::pair<Shape, Offsets>> kMisaligned = {
     {{64, 64}, {1, 0}}, {{64, 64}, {0, 3}}, {{96, 128}, {2, 2}}, {{132, 68}, {3, 1}},
 };
 
+// Under compute-sanitizer (labkit::gate::under_sanitizer) the matrices of more than 2^21 elements are left out,
+// and in the grader's default checks (a sixteenth of the cap) everything above 2^17: the 1 x N and N x 1 strips,
+// the primes and the shapes one off every tile still reach each bound and each barrier.
+constexpr double kSanitizerCap = double(1 << 21);
+
 void check_step(Step step) {
-  for (const Shape& s : kShapes) check_shape(step, s);
+  labkit::gate::SanitizerCap cap(kSanitizerCap, "elements");
+  for (const Shape& s : kShapes)
+    if (!cap.skips(double(s.rows) * s.cols, str(s))) check_shape(step, s);
   for (const auto& [s, o] : kMisaligned) check_shape(step, s, o);
 }
 

@@ -286,8 +286,13 @@ TEST_CASE("step5.correct", "[lab07][step5][correctness]") {
   };
   // Every call times afresh (remembering the choice is the cg tool's job, tools/tuning_cache.h): two calls both
   // follow the rule, whatever the noise between them.
-  require_rule(lab07::tune_blocks_per_sm(n), "first call");
-  require_rule(lab07::tune_blocks_per_sm(n), "second call");
+  // Under a sanitizer the timing at 2^22 elements is left out (instrumented timings say nothing about the rule, and
+  // n = 1000 runs the same kernels through every bound).
+  labkit::gate::SanitizerCap cap(double(1 << 21), "elements");
+  if (!cap.skips(double(n), "tune_blocks_per_sm(2^22), both calls")) {
+    require_rule(lab07::tune_blocks_per_sm(n), "first call");
+    require_rule(lab07::tune_blocks_per_sm(n), "second call");
+  }
   require_rule(lab07::tune_blocks_per_sm(1000), "n = 1000");
   CHECK_THROWS_AS(lab07::tune_blocks_per_sm(0), std::invalid_argument);
 }
