@@ -278,8 +278,10 @@ void Batch::setup() {
     l.objects.shared_exports = exported_symbols(shared, nm_);
   }
 
-  if (opts_.max_processes <= 0)  // the CPU references start a thread per core
-    opts_.max_processes = std::max(256, 2 * static_cast<int>(std::thread::hardware_concurrency()) + 64);
+  // The CPU references start a thread per core, and the default memory and race checks run two gate processes
+  // (memcheck and racecheck) at once under the same uid: room for both, each with a thread per core.
+  if (opts_.max_processes <= 0)
+    opts_.max_processes = std::max(256, 4 * static_cast<int>(std::thread::hardware_concurrency()) + 64);
   std::uint64_t mem = static_cast<std::uint64_t>(opts_.memory_gib * kGiB);
   sandbox_ = detect_sandbox(opts_.sandbox, mem, static_cast<std::uint64_t>(opts_.max_processes));
   // "auto" must never quietly mean "nothing": without bubblewrap a submission can #include the reference
