@@ -522,8 +522,10 @@ struct ToolOutcome {
   int errors = 0;
   std::string excerpt;
   bool finished = true;  // every gate of the run reached its end within the time limit
-  bool started = false;  // at least one gate ran to its end under the sanitizer
+  bool started = false;  // a GPU gate ran to its end under the sanitizer (a cpu gate alone checks no kernel)
   std::string why_not;   // when none did: what the first gate's outcome said
+  int checked = 0;       // gates that ran to their end (passed or failed: their verdicts are thrown away)
+  std::vector<std::string> unchecked;  // "id (status: why)" for gates that were skipped, crashed or missing
   double seconds = 0;
 };
 
@@ -552,12 +554,21 @@ ToolOutcome sanitize_once(const LabResult& lab, const GateRunSpec& base, const s
     out.errors += sanitizer_error_count(text);
     if (out.excerpt.empty()) out.excerpt = excerpt(text, 6);
   }
+  bool any_gpu = false, gpu_ran = false;
   for (const auto& g : scratch.gates) {
     if (std::find(ids.begin(), ids.end(), g.id) == ids.end()) continue;
-    if (g.status == Status::timeout) out.finished = false;
-    if (g.status == Status::passed || g.status == Status::failed) out.started = true;
-    if (out.why_not.empty()) out.why_not = trim_message(g.message, 3, 300);
+    const bool ran = g.status == Status::passed || g.status == Status::failed;
+    const bool gpu = g.kind != "cpu";
+    any_gpu = any_gpu || gpu;
+    gpu_ran = gpu_ran || (gpu && ran);
+    out.checked += ran;
+    if (g.status == Status::timeout) out.finished = false;  // said once for the run, not per gate
+    else if (!ran)
+      out.unchecked.push_back(g.id + " (" + to_string(g.status) + ": " + trim_message(g.message, 1, 160) + ")");
+    if (!ran && out.why_not.empty()) out.why_not = trim_message(g.message, 3, 300);
   }
+  // A run in which only cpu gates got to their end checked no kernel: that is not a clean check.
+  out.started = out.checked > 0 && (gpu_ran || !any_gpu);
   return out;
 }
 
@@ -595,8 +606,15 @@ ToolReport check_with_tool(const LabResult& lab, const GateRunSpec& base, const 
       r.notes.push_back(tool + ": the memory and race checks could not run the gates (" + all.why_not + ")");
       continue;
     }
-    std::string note = tool + ": " + std::to_string(ids.size()) + (hidden ? " hidden" : "") +
+    std::string note = tool + ": " + std::to_string(all.checked) + (hidden ? " hidden" : "") +
                        " gate(s) checked in " + took;
+    if (!all.unchecked.empty()) {
+      // Gates that did not run to their end under the sanitizer were not checked: say which and why, so that a
+      // clean note never hides them.
+      note += "; not checked: ";
+      for (std::size_t i = 0; i < all.unchecked.size() && i < 3; ++i) note += (i ? "; " : "") + all.unchecked[i];
+      if (all.unchecked.size() > 3) note += "; and " + std::to_string(all.unchecked.size() - 3) + " more";
+    }
     if (!all.finished)
       note += "; the check's time limit (" + limit_text(time_limit_s) +
               ", the rubric's sanitizer_time_limit_s) ran out before every gate was checked";

@@ -24,6 +24,10 @@ emit '{"event":"run_start","lab":"98","seed":7,"device":"none","rubric":"r"}'
 for g in "${gates[@]}"; do
   case "$g" in a|b|c) ;; d) [ -n "$KNOW_D" ] || continue ;; *) continue ;; esac
   emit "{\"event\":\"gate_start\",\"gate\":\"$g\"}"
+  if [ "$SCENARIO" = sanitize_skip ] && [ -n "$LABKIT_SANITIZER" ] && [ "$g" != a ]; then  # no GPU under it
+    emit "{\"event\":\"gate_end\",\"gate\":\"$g\",\"status\":\"skipped\",\"message\":\"no CUDA device\",\"seconds\":0}"
+    continue
+  fi
   if [ "$g" = b ]; then
     case "$SCENARIO" in
       segv) echo "about to crash"; kill -SEGV $$ ;;
@@ -394,6 +398,33 @@ TEST_CASE("a sanitizer that cannot run the gates is a note, not a clean check", 
   const std::string notes = join(f.lab.notes, "\n");
   CHECK_THAT(notes, ContainsSubstring("memcheck: the memory and race checks could not run the gates"));
   CHECK_THAT(notes, !ContainsSubstring("no error"));
+}
+
+TEST_CASE("gates that do not run under the sanitizer are named, and cpu gates alone are no clean check",
+          "[runner][sanitizer]") {
+  SECTION("b skipped under the sanitizer, a and c checked") {
+    Fixture f("sanitize_skip");
+    make_correctness(f);
+    PathWith p(fake_sanitizer(f.dir.path));
+    run_gates(f.lab, f.spec);
+    check_with_sanitizers(f.lab, f.spec);
+    for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
+    const std::string notes = join(f.lab.notes, "\n");
+    CHECK_THAT(notes, ContainsSubstring("memcheck: 1 gate(s) checked"));
+    CHECK_THAT(notes, ContainsSubstring("not checked: b (skipped: no CUDA device); c (skipped: no CUDA device)"));
+  }
+  SECTION("only a cpu gate got to its end: not a clean check") {
+    Fixture f("sanitize_skip");
+    make_correctness(f);
+    f.lab.gates[0].kind = "cpu";  // a, the only gate that runs under the sanitizer
+    PathWith p(fake_sanitizer(f.dir.path));
+    run_gates(f.lab, f.spec);
+    check_with_sanitizers(f.lab, f.spec);
+    const std::string notes = join(f.lab.notes, "\n");
+    CHECK_THAT(notes, ContainsSubstring("memcheck: the memory and race checks could not run the gates (no CUDA device)"));
+    CHECK_THAT(notes, ContainsSubstring("racecheck: the memory and race checks could not run the gates"));
+    CHECK_THAT(notes, !ContainsSubstring("no error"));
+  }
 }
 
 TEST_CASE("what the checks' time limit leaves unchecked is a note, not a failure", "[runner][sanitizer]") {
