@@ -578,6 +578,7 @@ namespace {
 
 // What one tool found over a lab, gathered on its own thread and merged into the lab afterwards.
 struct ToolReport {
+  std::string tool;
   std::vector<std::string> notes;
   std::map<std::string, std::string> findings;  // gate id -> "memcheck: 2 error(s)\n<excerpt>"
   std::vector<SanitizerFinding> summary;        // lab.sanitizer entries
@@ -586,6 +587,7 @@ struct ToolReport {
 ToolReport check_with_tool(const LabResult& lab, const GateRunSpec& base, const std::string& tool,
                            double time_limit_s) {
   ToolReport r;
+  r.tool = tool;
   auto eligible = [&](const GateResult& g) {
     bool kind_ok = g.kind == "correctness" || (tool == "memcheck" && g.kind == "cpu");
     return kind_ok && g.status == Status::passed;
@@ -695,13 +697,13 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
       const std::string& finding = it->second;
       g.sanitizer += (g.sanitizer.empty() ? "" : "\n") + finding;
       if (g.status == Status::passed) {
-        const bool memcheck = starts_with(finding, "memcheck");
         g.status = Status::failed;
         g.message = "compute-sanitizer " + finding +
-                    (memcheck ? "\n(an access outside an allocation, or a misaligned one, on the gate's small shapes: "
-                                "the result happened to be right, the code is not)"
-                              : "\n(threads of a block read and write the same shared memory without a barrier "
-                                "between them: the result happened to be right on this run)");
+                    (r.tool == "memcheck"
+                         ? "\n(an access outside an allocation, or a misaligned one, on the gate's small shapes: "
+                           "the result happened to be right, the code is not)"
+                         : "\n(threads of a block read and write the same shared memory without a barrier "
+                           "between them: the result happened to be right on this run)");
       }
     }
   }

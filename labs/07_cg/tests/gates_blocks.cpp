@@ -72,11 +72,6 @@ const std::vector<int> kDotSizes = {0, 1, 2, 31, 32, 33, 255, 256, 257, 1000, 40
 // ---- Step 2 ---------------------------------------------------------------------------------------------------------
 const std::vector<int> kUpdateSizes = {0, 1, 2, 33, 257, 1000, 65537, (1 << 20) + 3, 10000019};
 
-// Under compute-sanitizer (labkit::gate::under_sanitizer) the vectors of more than 2^21 elements (n = 10000019 in
-// steps 1 and 2) are left out: the rest still has n = 0, 1, warp and block edges, primes and (1 << 20) + 3, where
-// every thread of the largest grid loops several times.
-constexpr double kSanitizerCap = double(1 << 21);
-
 void check_axpy_xpby(int n) {
   const std::string sz = "n = " + std::to_string(n);
   const auto hx = labkit::random_doubles(std::size_t(n), labkit::gate::seed("upd x " + sz));

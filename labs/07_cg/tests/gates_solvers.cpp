@@ -288,7 +288,7 @@ TEST_CASE("step5.correct", "[lab07][step5][correctness]") {
   // follow the rule, whatever the noise between them.
   // Under a sanitizer the timing at 2^22 elements is left out (instrumented timings say nothing about the rule, and
   // n = 1000 runs the same kernels through every bound).
-  labkit::gate::SanitizerCap cap(double(1 << 21), "elements");
+  labkit::gate::SanitizerCap cap(kSanitizerCap, "elements");
   if (!cap.skips(double(n), "tune_blocks_per_sm(2^22), both calls")) {
     require_rule(lab07::tune_blocks_per_sm(n), "first call");
     require_rule(lab07::tune_blocks_per_sm(n), "second call");
