@@ -180,6 +180,18 @@ int rotation_sets(std::size_t bytes_per_set) {
   return static_cast<int>(std::min<std::size_t>(sets, 64));
 }
 
+SpeedComparison per_unit_difference(const SpeedComparison& shorter, const SpeedComparison& longer, double units) {
+  SpeedComparison c;
+  c.baseline.median_ms = (longer.baseline.median_ms - shorter.baseline.median_ms) / units;
+  c.candidate.median_ms = (longer.candidate.median_ms - shorter.candidate.median_ms) / units;
+  c.baseline.repeats = std::min(longer.baseline.repeats, shorter.baseline.repeats);
+  c.candidate.repeats = std::min(longer.candidate.repeats, shorter.candidate.repeats);
+  c.ratio = c.candidate.median_ms > 0 ? c.baseline.median_ms / c.candidate.median_ms : 0;
+  c.escaped = shorter.escaped || longer.escaped;
+  c.escaped_ms = std::max(shorter.escaped_ms, longer.escaped_ms);
+  return c;
+}
+
 double memcpy_bandwidth_gbs(std::size_t bytes, const TimingOptions& opt) {
   DeviceBuffer<unsigned char> src(bytes), dst(bytes);
   src.fill_bytes(1);

@@ -114,3 +114,27 @@ TEST_CASE("every speed gate of labs 01, 02, 03 and 05 has a ceiling above its th
     }
   }
 }
+
+TEST_CASE("the per-unit difference of two run lengths cancels the fixed cost", "[cpu][timing]") {
+  labkit::SpeedComparison shorter, longer;
+  // 16 and 48 iterations: baseline 2 ms per iteration + 5 ms fixed, candidate 1 ms per iteration + 9 ms fixed.
+  shorter.baseline.median_ms = 37, shorter.candidate.median_ms = 25;
+  longer.baseline.median_ms = 101, longer.candidate.median_ms = 57;
+  shorter.baseline.repeats = 12, longer.baseline.repeats = 10;
+  shorter.candidate.repeats = 9, longer.candidate.repeats = 11;
+  auto c = labkit::per_unit_difference(shorter, longer, 32);
+  CHECK(c.baseline.median_ms == 2.0);
+  CHECK(c.candidate.median_ms == 1.0);
+  CHECK(c.ratio == 2.0);
+  CHECK(c.baseline.repeats == 10);
+  CHECK(c.candidate.repeats == 9);
+  CHECK(!c.escaped);
+  // Work hidden from the timer in either run is hidden from the difference too.
+  longer.escaped = true, longer.escaped_ms = 3;
+  c = labkit::per_unit_difference(shorter, longer, 32);
+  CHECK(c.escaped);
+  CHECK(c.escaped_ms == 3);
+  // A candidate whose longer run is no slower has no meaningful rate: ratio 0, never infinite.
+  longer.candidate.median_ms = 25;
+  CHECK(labkit::per_unit_difference(shorter, longer, 32).ratio == 0);
+}

@@ -57,6 +57,12 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimingOptions& opt = {});
 
+// The time per unit of work from two comparisons that differ only in the amount of work (CG iterations in labs 07
+// and 08): (longer - shorter) / units for both medians, which cancels the fixed cost of a call (uploads, set-up).
+// The ratio is recomputed from those; repeats are the fewer of the two; work hidden from the timer in either run is
+// hidden from the difference too, so `escaped` carries over.
+SpeedComparison per_unit_difference(const SpeedComparison& shorter, const SpeedComparison& longer, double units);
+
 // The escaped-work bound, a pure function so that it is tested without a GPU: a median wait above
 // max(0.25 * candidate median, 0.2 ms) after the stop event is work the timer did not see. See timing.cpp.
 double escaped_limit_ms(double candidate_median_ms);

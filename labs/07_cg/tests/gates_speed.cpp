@@ -78,17 +78,7 @@ labkit::SpeedComparison per_iteration(const std::function<void(int)>& baseline,
                                           make_case(kItersShort), o);
   const auto lng = labkit::compare_speed([&](int) { baseline(kItersLong); }, [&](int) { candidate(kItersLong); },
                                          make_case(kItersLong), o);
-  labkit::SpeedComparison c;
-  const double k = kItersLong - kItersShort;
-  c.baseline.median_ms = (lng.baseline.median_ms - shrt.baseline.median_ms) / k;
-  c.candidate.median_ms = (lng.candidate.median_ms - shrt.candidate.median_ms) / k;
-  c.baseline.repeats = std::min(lng.baseline.repeats, shrt.baseline.repeats);
-  c.candidate.repeats = std::min(lng.candidate.repeats, shrt.candidate.repeats);
-  c.ratio = c.candidate.median_ms > 0 ? c.baseline.median_ms / c.candidate.median_ms : 0;
-  // Work hidden from the timer in either run length is hidden from the difference too.
-  c.escaped = shrt.escaped || lng.escaped;
-  c.escaped_ms = std::max(shrt.escaped_ms, lng.escaped_ms);
-  return c;
+  return labkit::per_unit_difference(shrt, lng, kItersLong - kItersShort);
 }
 
 // The candidate solver's x after `iters` iterations from x0 = 0, against the cuSPARSE + cuBLAS CG's on the same b.

@@ -431,15 +431,7 @@ void speed_gate(Scheme s) {
   };
   const auto shrt = measure(kItersShort);
   const auto lng = measure(kItersLong);
-  labkit::SpeedComparison c;
-  const double k = kItersLong - kItersShort;
-  c.baseline.median_ms = (lng.baseline.median_ms - shrt.baseline.median_ms) / k;
-  c.candidate.median_ms = (lng.candidate.median_ms - shrt.candidate.median_ms) / k;
-  c.baseline.repeats = std::min(lng.baseline.repeats, shrt.baseline.repeats);
-  c.candidate.repeats = std::min(lng.candidate.repeats, shrt.candidate.repeats);
-  c.ratio = c.candidate.median_ms > 0 ? c.baseline.median_ms / c.candidate.median_ms : 0;
-  c.escaped = shrt.escaped || lng.escaped;
-  c.escaped_ms = std::max(shrt.escaped_ms, lng.escaped_ms);
+  const labkit::SpeedComparison c = labkit::per_unit_difference(shrt, lng, kItersLong - kItersShort);
   // Work: the bytes of one iteration's kernels (SpMV 12 per entry + 20 per row; two dots, the fused update and the
   // p update 16 + 16 + 48 + 24 per row), the same for both.
   const double bytes = 12.0 * A.nnz() + (20.0 + 104.0) * n;
