@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -177,10 +178,26 @@ const lab08::Team& team_of(const std::vector<int>& devices) {
   }
   return *t;
 }
-std::vector<std::vector<int>> virtual_teams() { return {{0}, {0, 0}, {0, 0, 0}, {0, 0, 0, 0}}; }
+// The grader's default memory and race checks (LABKIT_SANITIZER with LABKIT_SANITIZER_SMALL) instrument every
+// launch, at milliseconds each, and a converging solve is hundreds of launches per part: on two H200s lab 08's
+// racecheck ran out of its 120 s after three gates. There the gates keep two and three parts (2 and 3 virtual
+// devices, and the first real pair) and the fixed-iteration and failure checks, which still run every kernel, every
+// halo path and step 4's stop inside a batch; they leave out the converging solves and the 1- and 4-part teams.
+// `labgrade --sanitize` (no LABKIT_SANITIZER_SMALL) runs every case.
+bool small_sanitizer_run() { return labkit::gate::sanitizer_small_shapes(); }
+void say_what_the_small_run_leaves_out() {
+  if (small_sanitizer_run())
+    std::cout << "  [sanitizer] under compute-sanitizer (LABKIT_SANITIZER=" << std::getenv("LABKIT_SANITIZER")
+              << ", small shapes): left out the converging solves and the 1- and 4-part teams\n";
+}
+
+std::vector<std::vector<int>> virtual_teams() {
+  if (small_sanitizer_run()) return {{0, 0}, {0, 0, 0}};
+  return {{0}, {0, 0}, {0, 0, 0}, {0, 0, 0, 0}};
+}
 std::vector<std::vector<int>> real_teams() {
   std::vector<std::vector<int>> out;
-  const int n = device_count();
+  const int n = small_sanitizer_run() ? std::min(device_count(), 2) : device_count();
   for (int k = 2; k <= n; ++k) {
     std::vector<int> d(static_cast<std::size_t>(k));
     std::iota(d.begin(), d.end(), 0);
@@ -370,10 +387,13 @@ void check_failures(Scheme s, const lab08::Team& team) {
 }
 
 void check_solver(Scheme s, const std::vector<std::vector<int>>& teams) {
+  say_what_the_small_run_leaves_out();
   for (const auto& devices : teams) {
     const auto& team = team_of(devices);
-    check_converges(s, team, labkit::poisson2d(45, 38), "2D Poisson 45 x 38");
-    check_converges(s, team, labkit::random_spd(2003, 9, labkit::gate::seed("spd")), "random SPD");
+    if (!small_sanitizer_run()) {
+      check_converges(s, team, labkit::poisson2d(45, 38), "2D Poisson 45 x 38");
+      check_converges(s, team, labkit::random_spd(2003, 9, labkit::gate::seed("spd")), "random SPD");
+    }
     check_fixed_iterations(s, team, labkit::poisson3d(11, 9, 7), 7, 16, "3D Poisson 11 x 9 x 7");
     // 37 = 2 * 16 + 5: step 4 must stop inside its third batch.
     check_fixed_iterations(s, team, labkit::poisson2d(40, 31), 37, 16, "2D Poisson 40 x 31");
