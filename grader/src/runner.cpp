@@ -659,6 +659,10 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
   }
   GateRunSpec base = spec;
   base.prefix = {sanitizer->string()};
+  // Both tools run as the submission's one dedicated uid. The sweep of that uid at the end of one tool's gate
+  // process would kill the other tool's running gate (on two H200s, in a batch, racecheck lost its first gate in
+  // every submission that way: "crashed (SIGKILL)", not checked), so the sweep waits until both have ended.
+  base.process.sweep_uid = false;
   // memcheck and racecheck run at the same time: the speed gates are over, the checks only read correctness, and
   // an instrumented run is bound by the sanitizer's host-side work on one core, so two processes take the time of
   // the slower one instead of the sum. The progress display is shared: one thread at a time.
@@ -684,6 +688,7 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
       });
     for (auto& th : threads) th.join();
   }
+  sweep_uid(spec.process.sandbox, spec.process.slot);
   lab.run_seconds += secs(Clock::now() - started);  // the grading time reported includes the checks
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);

@@ -234,9 +234,27 @@ std::string ExitInfo::describe() const {
   return "signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
 }
 
+namespace {
+// Processes that left the group (setsid) and, without bubblewrap, the PID namespace: everything a dedicated uid
+// still runs belongs to the submission that had it, so kill(-1) as that uid ends all of it.
+void kill_uid(int uid) {
+  if (uid < 0 || geteuid() != 0) return;
+  pid_t sweeper = fork();
+  if (sweeper == 0) {
+    if (setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0) ::kill(-1, SIGKILL);
+    _exit(0);
+  }
+  if (sweeper > 0)
+    while (waitpid(sweeper, nullptr, 0) < 0 && errno == EINTR) {
+    }
+}
+}  // namespace
+
 int slot_uid(const SandboxSettings* sandbox, int slot) {
   return sandbox && sandbox->drop_uid && slot >= 0 ? sandbox->uid_base + slot : -1;
 }
+
+void sweep_uid(const SandboxSettings* sandbox, int slot) { kill_uid(slot_uid(sandbox, slot)); }
 
 void give_to_slot(const fs::path& dir, const SandboxSettings* sandbox, int slot) {
   int uid = slot_uid(sandbox, slot);
@@ -289,6 +307,7 @@ Process::Process(const ProcessSpec& spec) {
   plan.cwd = spec.cwd.string();
   plan.uid = slot_uid(spec.sandbox, spec.slot);
   uid_ = plan.uid;
+  sweep_uid_ = spec.sweep_uid;
 
   std::vector<std::string> argv = spec.argv;
   if (spec.sandbox && spec.sandbox->mode == SandboxMode::bwrap) {
@@ -413,18 +432,7 @@ void Process::kill_all() {
     std::ifstream procs(*cgroup_ / "cgroup.procs");
     for (pid_t p; procs >> p;) ::kill(p, SIGKILL);
   }
-  if (uid_ >= 0 && geteuid() == 0) {
-    // Processes that left the group (setsid) and, without bubblewrap, the PID namespace: everything the
-    // dedicated uid still runs is this submission's, so kill(-1) as that uid ends all of it.
-    pid_t sweeper = fork();
-    if (sweeper == 0) {
-      if (setresgid(uid_, uid_, uid_) == 0 && setresuid(uid_, uid_, uid_) == 0) ::kill(-1, SIGKILL);
-      _exit(0);
-    }
-    if (sweeper > 0)
-      while (waitpid(sweeper, nullptr, 0) < 0 && errno == EINTR) {
-      }
-  }
+  if (sweep_uid_) kill_uid(uid_);
 }
 
 Completed run_limited(const ProcessSpec& spec, double wall_limit_s) {

@@ -80,6 +80,10 @@ struct ProcessSpec {
   fs::path output;                           // stdout and stderr go here
   int slot = -1;                             // the concurrency slot: selects the dedicated uid
   const SandboxSettings* sandbox = nullptr;  // nullptr: run directly (grading one's own tree)
+  // At the end, kill every process of the dedicated uid (what left the process group). False only while another
+  // process of the same submission runs under the same uid and must live on (the default checks' two tools); the
+  // caller then calls sweep_uid once both have ended.
+  bool sweep_uid = true;
 };
 
 struct ExitInfo {
@@ -106,6 +110,7 @@ class Process {
  private:
   pid_t pid_ = -1;
   int uid_ = -1;
+  bool sweep_uid_ = true;
   bool via_bwrap_ = false;
   std::optional<fs::path> cgroup_;
   std::optional<ExitInfo> exit_;
@@ -127,6 +132,8 @@ void reserve_uid_block(SandboxSettings& s, int slots);
 // The dedicated uid of a slot (or -1 when the sandbox does not switch uid), and making the scratch folder
 // belong to it.
 int slot_uid(const SandboxSettings* sandbox, int slot);
+// Kills every process of the slot's dedicated uid (nothing without one, or when not root).
+void sweep_uid(const SandboxSettings* sandbox, int slot);
 void give_to_slot(const fs::path& dir, const SandboxSettings* sandbox, int slot);
 // Back to the grader (root, mode 0755): the slot uid can read and run, not change.
 void take_back(const fs::path& dir, const SandboxSettings* sandbox);

@@ -4,7 +4,13 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <fstream>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+
 #include "runner.h"
+#include "sandbox.h"
 #include "test_support.h"
 #include "util.h"
 
@@ -335,6 +341,60 @@ exit $rc
   const std::string notes = join(f.lab.notes, "\n");
   REQUIRE(notes.find("memcheck: 3 gate(s) checked") != std::string::npos);
   CHECK(notes.find("memcheck: 3 gate(s) checked") < notes.find("racecheck: 3 gate(s) checked"));
+}
+
+TEST_CASE("under a dedicated uid, one tool's end does not kill the other tool's gates", "[runner][sanitizer]") {
+  // In a batch both tools run as the submission's uid, and the end of a gate process sweeps that uid. Here
+  // memcheck ends at once while racecheck waits 2 s before its gates: a sweep at memcheck's end would kill
+  // racecheck's process ("not checked: ... crashed"). racecheck also leaves a process outside its group, which
+  // the one sweep after both tools must end.
+  if (geteuid() != 0) SKIP("needs root: the dedicated uid");
+  Fixture f("");
+  make_correctness(f);
+  SandboxSettings sandbox;
+  sandbox.drop_uid = true;
+  reserve_uid_block(sandbox, 1);
+  f.spec.process.sandbox = &sandbox;
+  f.spec.process.slot = 0;
+  const int uid = slot_uid(&sandbox, 0);
+  fs::path bin = f.dir.path / "slow-racecheck";
+  fs::create_directories(bin);
+  std::ofstream(bin / "compute-sanitizer") << R"(#!/bin/bash
+tool=$2
+if [ "$tool" = racecheck ]; then sleep 2; setsid sleep 60 < /dev/null > /dev/null 2>&1 & fi
+while [[ "$1" == --* ]]; do shift 2; done
+"$@"; rc=$?
+echo '========= ERROR SUMMARY: 0 errors'
+exit $rc
+)";
+  // The uid runs the fake gates and the fake sanitizer, and writes its logs, in the test's folder.
+  for (auto it = fs::recursive_directory_iterator(f.dir.path); it != fs::recursive_directory_iterator(); ++it)
+    fs::permissions(it->path(), fs::perms::all);
+  fs::permissions(f.dir.path, fs::perms::all);
+  PathWith p(bin);
+  run_gates(f.lab, f.spec);
+  for (const auto& g : f.lab.gates) REQUIRE(g.status == Status::passed);
+  check_with_sanitizers(f.lab, f.spec);
+  const std::string notes = join(f.lab.notes, "\n");
+  CHECK_THAT(notes, ContainsSubstring("memcheck: 3 gate(s) checked"));
+  CHECK_THAT(notes, ContainsSubstring("racecheck: 3 gate(s) checked"));
+  CHECK_THAT(notes, !ContainsSubstring("not checked"));
+  for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
+  // Nothing of the uid runs on: the straggler went with the sweep after both tools (a killed process whose new
+  // parent has not reaped it yet stays a zombie, state Z, and runs nothing).
+  std::size_t running = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    struct stat st {};
+    if (!std::isdigit(static_cast<unsigned char>(e.path().filename().string()[0])) ||
+        ::stat(e.path().c_str(), &st) != 0 || static_cast<int>(st.st_uid) != uid)
+      continue;
+    std::ifstream stat_file(e.path() / "stat");
+    std::string line;
+    std::getline(stat_file, line);
+    const auto close = line.rfind(')');  // "pid (comm) S ...": the state follows the command's closing parenthesis
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z') ++running;
+  }
+  CHECK(running == 0);
 }
 
 TEST_CASE("the default checks leave out gates that did not pass, cpu-only labs, and can be turned off",
