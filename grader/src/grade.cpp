@@ -222,6 +222,13 @@ int grade_main(const GradeOptions& opts) {
     spec.on_gate_start = [&progress](const std::string& gate) { progress.gate(gate); };
     run_and_score(lab, spec, opts.sanitize, opts.sanitize_strict);
     progress.done(lab);
+    // One line per lab as soon as it is graded: the table comes at the end, and a run stopped before then (a
+    // time limit, Ctrl-C) still says how far it got.
+    int passed = 0;
+    for (const auto& g : lab.gates) passed += g.status == Status::passed;
+    std::cerr << "labgrade: lab " << recipe.lab << ": " << format_points(lab.score()) << "/"
+              << format_points(lab.max_score()) << " points, " << passed << " of " << lab.gates.size()
+              << " gates passed (run " << format_seconds(lab.run_seconds) << ")\n";
     result.run_seconds += lab.run_seconds;
     result.labs.push_back(std::move(lab));
   }
