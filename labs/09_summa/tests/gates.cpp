@@ -6,7 +6,8 @@
 //
 // The gates distribute the inputs themselves (every process computes its blocks of the global matrices from the
 // shared seed): steps 2 and 3 never depend on step 1. The grids are every P x Q of the list below that fits in
-// the processes started (1 x 1 up to 2 x 4; the CTest runs use 1, 2, 4, 6 and 8 processes).
+// the processes started (1 x 1 up to 2 x 4; the CTest runs use 1, 2, 4, 6 and 8 processes). What the gate files
+// share is in gate_util.h; the speed gate is in gates_speed.cpp.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/reporters/catch_reporter_event_listener.hpp>
 #include <catch2/reporters/catch_reporter_registrars.hpp>
@@ -15,18 +16,15 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
-#include <iomanip>
-#include <iostream>
-#include <functional>
 #include <sstream>
 #include <vector>
 
+#include "gate_util.h"
 #include "labkit/gate.h"
 #include "labkit/not_implemented.h"
-#include "labkit/report.h"
 #include "summa.h"
 
-namespace {
+namespace lab09_gates {
 
 // MPI errors inside a step (a receive longer than its buffer, an invalid datatype) are recorded here instead of
 // aborting the job, so that the gate can name them with the rank; the step goes on with what MPI did deliver.
@@ -43,6 +41,71 @@ std::string take_mpi_errors() {
   g_mpi_errors.clear();
   return out.empty() ? out : "MPI reported: " + out;
 }
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+lab09::Engine& engine() {
+  static lab09::Engine e = lab09::make_engine();
+  return e;
+}
+
+std::uint64_t shared_seed(std::string_view label) {
+  std::uint64_t s = labkit::gate::seed(label);
+  MPI_Bcast(&s, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  return s;
+}
+
+std::string agree(const std::string& mine) {
+  const int n = world_size();
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(n), offs(n);
+  MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < n; ++r) offs[r] = total, total += lens[r];
+  std::string all(static_cast<std::size_t>(total), '\0');
+  MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, MPI_COMM_WORLD);
+  std::string out;
+  for (int r = 0; r < n; ++r)
+    if (lens[r] > 0) out += "\n  rank " + std::to_string(r) + ": " + all.substr(offs[r], lens[r]);
+  return out;
+}
+
+void require_all(const std::string& mine, const std::string& context) {
+  const std::string all = agree(mine);
+  if (!all.empty())
+    FAIL(context << all << "\n  " << labkit::gate::reproduce_hint() << " (under mpirun -np " << world_size() << ")");
+}
+
+std::string grid_text(const lab09::Grid& g) {
+  return std::to_string(g.P) + " x " + std::to_string(g.Q) + " grid";
+}
+std::string where(const lab09::Grid& g) {
+  return "(grid row " + std::to_string(g.row) + ", col " + std::to_string(g.col) + ")";
+}
+
+float hashed(std::uint64_t seed, int which, std::int64_t i, std::int64_t j) {
+  std::uint64_t x = seed ^ (static_cast<std::uint64_t>(which) << 60) ^ (static_cast<std::uint64_t>(i) << 30) ^
+                    static_cast<std::uint64_t>(j);
+  x += 0x9e3779b97f4a7c15ull;  // splitmix64
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<float>(static_cast<double>(x >> 40) * 0x1p-23 - 1.0);
+}
+
+}  // namespace lab09_gates
+
+namespace {
+using namespace lab09_gates;
 
 // MPI lives for the whole run of the gate binary: started before the first gate, finished after the last.
 class MpiLifetime : public Catch::EventListenerBase {
@@ -67,106 +130,11 @@ class MpiLifetime : public Catch::EventListenerBase {
 };
 CATCH_REGISTER_LISTENER(MpiLifetime)
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-// One engine per process for the whole run: binds the process to its device once, before any other CUDA use.
-lab09::Engine& engine() {
-  static lab09::Engine e = lab09::make_engine();
-  return e;
-}
-
-// Every process uses rank 0's seed, so that all of them build the same global matrices (and rank 0's reproduce
-// hint reproduces the whole run).
-std::uint64_t shared_seed(std::string_view label) {
-  std::uint64_t s = labkit::gate::seed(label);
-  MPI_Bcast(&s, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  return s;
-}
-
-// Every process's text ("" when it has nothing to say), joined in rank order as "rank r: text" lines; every
-// process gets the same result.
-std::string agree(const std::string& mine) {
-  const int n = world_size();
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(n), offs(n);
-  MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  int total = 0;
-  for (int r = 0; r < n; ++r) offs[r] = total, total += lens[r];
-  std::string all(static_cast<std::size_t>(total), '\0');
-  MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, MPI_COMM_WORLD);
-  std::string out;
-  for (int r = 0; r < n; ++r)
-    if (lens[r] > 0) out += "\n  rank " + std::to_string(r) + ": " + all.substr(offs[r], lens[r]);
-  return out;
-}
-
-// Fails the gate on every process when any process found a problem.
-void require_all(const std::string& mine, const std::string& context) {
-  const std::string all = agree(mine);
-  if (!all.empty())
-    FAIL(context << all << "\n  " << labkit::gate::reproduce_hint() << " (under mpirun -np " << world_size() << ")");
-}
-
-// Runs a step on the grid's processes (the others wait). When a process throws, all of them know: a step that is
-// not written anywhere is reported as not implemented; anything else, or an MPI error, fails the gate naming the
-// ranks.
-template <class F>
-void collective_call(const lab09::Grid& g, const std::string& context, F&& step) {
-  std::string error;
-  int not_implemented = 0, threw = 0;
-  if (g.member()) {
-    try {
-      step();
-    } catch (const labkit::NotImplemented& e) {
-      error = e.what(), not_implemented = 1, threw = 1;
-    } catch (const std::exception& e) {
-      error = std::string("threw: ") + e.what(), threw = 1;
-    } catch (...) {
-      error = "threw something that is not a std::exception", threw = 1;
-    }
-    if (const std::string mpi = take_mpi_errors(); !mpi.empty())
-      error = (threw ? error + "; " : std::string()) + mpi, threw = 1, not_implemented = 0;
-  }
-  int counts[3] = {threw, not_implemented, g.member() ? 1 : 0};
-  MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (counts[0] == 0) return;
-  const std::string all = agree(error);
-  if (counts[1] == counts[2]) throw labkit::NotImplemented(error.empty() ? all : error.substr(17));
-  FAIL(context << all);
-}
-
 struct GridShape {
   int P, Q;
 };
 // 1 x 1 up to 2 x 4: square, one row, one column, and non-square two-row grids.
 const GridShape kGrids[] = {{1, 1}, {1, 2}, {2, 1}, {1, 3}, {3, 1}, {2, 2}, {1, 4}, {4, 1}, {2, 3}, {3, 2}, {2, 4}};
-
-std::string grid_text(const lab09::Grid& g) {
-  return std::to_string(g.P) + " x " + std::to_string(g.Q) + " grid";
-}
-std::string where(const lab09::Grid& g) {
-  return "(grid row " + std::to_string(g.row) + ", col " + std::to_string(g.col) + ")";
-}
-
-// A value in [-1, 1) from (seed, matrix, i, j), the same on every process: 24 random bits, exact in a float.
-float hashed(std::uint64_t seed, int which, std::int64_t i, std::int64_t j) {
-  std::uint64_t x = seed ^ (static_cast<std::uint64_t>(which) << 60) ^ (static_cast<std::uint64_t>(i) << 30) ^
-                    static_cast<std::uint64_t>(j);
-  x += 0x9e3779b97f4a7c15ull;  // splitmix64
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return static_cast<float>(static_cast<double>(x >> 40) * 0x1p-23 - 1.0);
-}
 
 // ---- Step 1 -------------------------------------------------------------------------------------------------------
 // Every global element carries its own index (offset + i + j * rows, exact in a float), so a wrong value names
@@ -299,28 +267,6 @@ std::vector<float> local_part(const std::vector<float>& global, const lab09::Dis
   return out;
 }
 
-// Host arrays in and out of the engine's memory (device memory with a GPU; the same host arrays without).
-struct EngineArray {
-  lab09::Engine& e;
-  std::vector<float>& host;
-  float* dev = nullptr;
-  EngineArray(lab09::Engine& eng, std::vector<float>& h) : e(eng), host(h) {
-    if (!e.gpu) return;
-    LABKIT_CUDA(cudaMalloc(&dev, std::max<std::size_t>(1, host.size()) * sizeof(float)));
-    LABKIT_CUDA(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  ~EngineArray() {
-    if (dev) cudaFree(dev);
-  }
-  float* ptr() { return e.gpu ? dev : host.data(); }
-  std::vector<float> read() const {
-    if (!e.gpu) return host;
-    std::vector<float> h(host.size());
-    LABKIT_CUDA(cudaMemcpy(h.data(), dev, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
-
 void summa_case(SummaFn fn, const char* name, int P, int Q, int M, int N, int K, int b, std::uint64_t seed) {
   using namespace lab09;
   Grid g = make_grid(MPI_COMM_WORLD, P, Q);
@@ -437,197 +383,3 @@ TEST_CASE("step2.correct", "[lab09][step2][cpu]") { summa_gate(lab09::summa, "su
 
 TEST_CASE("step3.correct", "[lab09][step3][cpu]") { summa_gate(lab09::summa_overlap, "summa_overlap"); }
 
-// Step 3's point is overlap: the broadcasts of panel k + 1 travel while the GPU multiplies panel k. The gate times,
-// with its own code on the same 1 x 2 grid and the same arrays, the two phases of the product alone:
-//   comm     every panel's communication as a blocking SUMMA does it (the owner stages the panel to pinned host
-//            memory, both broadcasts, the receiver copies it to the device), and
-//   updates  every local update (local_gemm, cuBLAS), no communication;
-// then step 3 itself. Without overlap step 3 takes about comm + updates; with perfect overlap, the longer of the
-// two. The graded figure is the share of the shorter phase that step 3 hides:
-//   hidden = (comm + updates - step 3) / min(comm, updates)      0: none, 1: all of it.
-// It measures the step, not the machine's MPI: on two H200s whose MPI broadcasts through host memory, one panel's
-// communication (10.9 ms) takes twice its update (5.6 ms), so two processes cannot beat one GPU at N = 16384 however
-// well they overlap; the ratio to one GPU's SGEMM of the whole product is measured and reported beside it
-// (vs_one_gpu), not graded. Times are barrier to barrier, the slowest process's, median of three after a warm-up,
-// the three measurements interleaved. A is scaled by 2 or 1/2 before every repetition (nothing can be replayed) and
-// the last product is checked on sampled elements of every process.
-TEST_CASE("step3.speed", "[lab09][step3][speed]") {
-  using namespace lab09;
-  LABKIT_REQUIRE_GPU();
-  Engine& e = engine();
-  int devices = 0;
-  LABKIT_CUDA(cudaGetDeviceCount(&devices));
-  if (world_size() < 2) SKIP("this gate runs 2 processes: start it under mpirun -np 2 (or more)");
-  if (devices < 2)
-    SKIP("this gate needs 2 processes on 2 GPUs; this machine has " + std::to_string(devices) + " GPU");
-  const int N = 16384, b = 1024, P = 1, Q = 2;
-  const std::uint64_t seed = shared_seed("speed");
-  const double flops = 2.0 * N * double(N) * N;
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  // Milliseconds of fn on the slowest process, barrier to barrier, the GPU drained before the clock stops.
-  auto timed = [](const std::function<void()>& fn) {
-    LABKIT_CUDA(cudaDeviceSynchronize());
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = MPI_Wtime();
-    fn();
-    LABKIT_CUDA(cudaDeviceSynchronize());  // work left running after the return is counted
-    double t = (MPI_Wtime() - t0) * 1e3;
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return t;
-  };
-
-  // For information: rank 0 alone, one cuBLAS SGEMM of the whole product on its GPU.
-  double one_gpu_ms = 0;
-  if (world_rank() == 0) {
-    std::vector<float> h(std::size_t(N) * N);
-    float *A, *B, *C;
-    LABKIT_CUDA(cudaMalloc(&A, h.size() * 4));
-    LABKIT_CUDA(cudaMalloc(&B, h.size() * 4));
-    LABKIT_CUDA(cudaMalloc(&C, h.size() * 4));
-    for (int which = 0; which < 2; ++which) {
-      for (int j = 0; j < N; ++j)
-        for (int i = 0; i < N; ++i) h[i + std::size_t(j) * N] = hashed(seed, which, i, j);
-      LABKIT_CUDA(cudaMemcpy(which ? B : A, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-    }
-    cudaEvent_t t0, t1;
-    LABKIT_CUDA(cudaEventCreate(&t0));
-    LABKIT_CUDA(cudaEventCreate(&t1));
-    std::vector<double> ms;
-    for (int rep = 0; rep < 4; ++rep) {
-      LABKIT_CUDA(cudaMemsetAsync(C, 0, h.size() * 4, e.stream));
-      LABKIT_CUDA(cudaEventRecord(t0, e.stream));
-      local_gemm(e, N, N, N, A, N, B, N, C, N);
-      LABKIT_CUDA(cudaEventRecord(t1, e.stream));
-      LABKIT_CUDA(cudaEventSynchronize(t1));
-      float t = 0;
-      LABKIT_CUDA(cudaEventElapsedTime(&t, t0, t1));
-      if (rep > 0) ms.push_back(t);
-    }
-    one_gpu_ms = median(ms);
-    cudaEventDestroy(t0), cudaEventDestroy(t1);
-    cudaFree(A), cudaFree(B), cudaFree(C);
-  }
-  MPI_Bcast(&one_gpu_ms, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-
-  Grid g = make_grid(MPI_COMM_WORLD, P, Q);
-  const Dist dA{N, N, b}, dB{N, N, b}, dC{N, N, b};
-  const int mloc = g.member() ? local_rows(dA, g) : 0, nloc = g.member() ? local_cols(dB, g) : 0;
-  const int ld = g.member() ? local_ld(dA, g) : 1;
-  std::vector<float> a, bb, c;
-  if (g.member()) {
-    a.resize(local_size(dA, g)), bb.resize(local_size(dB, g)), c.assign(local_size(dC, g), 0.0f);
-    for (int lj = 0; lj < local_cols(dA, g); ++lj)
-      for (int li = 0; li < local_rows(dA, g); ++li) {
-        const int i = global_index(li, b, g.row, P), j = global_index(lj, b, g.col, Q);
-        a[li + std::size_t(lj) * local_ld(dA, g)] = hashed(seed, 0, i, j);
-        bb[li + std::size_t(lj) * local_ld(dB, g)] = hashed(seed, 1, i, j);  // same shape and layout as A
-      }
-  }
-  const int steps = (N + b - 1) / b;
-  double comm_ms = 0, updates_ms = 0, cand_ms = 0;
-  std::string problem;
-  {
-    EngineArray A(e, a), B(e, bb), C(e, c);
-    float *stage_a = nullptr, *stage_b = nullptr, *panel = nullptr;
-    if (g.member()) {
-      LABKIT_CUDA(cudaMallocHost(&stage_a, std::size_t(mloc) * b * 4));
-      LABKIT_CUDA(cudaMallocHost(&stage_b, std::size_t(b) * nloc * 4));
-      LABKIT_CUDA(cudaMalloc(&panel, std::size_t(std::max(mloc, nloc)) * b * 4));
-    }
-    // The blocking SUMMA's communication, the gate's own code: the same bytes step 3 must move.
-    auto comm_alone = [&] {
-      if (!g.member()) return;
-      for (int kb = 0; kb < steps; ++kb) {
-        const int w = std::min(b, N - kb * b);
-        if (g.col == kb % g.Q)
-          LABKIT_CUDA(cudaMemcpy(stage_a, A.ptr() + std::size_t(kb / g.Q) * b * ld, std::size_t(mloc) * w * 4,
-                                 cudaMemcpyDeviceToHost));
-        if (g.row == kb % g.P)
-          LABKIT_CUDA(cudaMemcpy2D(stage_b, w * 4, B.ptr() + std::size_t(kb / g.P) * b, std::size_t(ld) * 4, w * 4,
-                                   nloc, cudaMemcpyDeviceToHost));
-        MPI_Bcast(stage_a, mloc * w, MPI_FLOAT, kb % g.Q, g.row_comm);
-        MPI_Bcast(stage_b, w * nloc, MPI_FLOAT, kb % g.P, g.col_comm);
-        if (g.col != kb % g.Q)
-          LABKIT_CUDA(cudaMemcpy(panel, stage_a, std::size_t(mloc) * w * 4, cudaMemcpyHostToDevice));
-        if (g.row != kb % g.P)
-          LABKIT_CUDA(cudaMemcpy(panel, stage_b, std::size_t(w) * nloc * 4, cudaMemcpyHostToDevice));
-      }
-    };
-    // Every local update alone: the same m x n x w products, from the process's own blocks (the time of a cuBLAS
-    // SGEMM does not depend on the values).
-    auto updates_alone = [&] {
-      if (!g.member()) return;
-      for (int kb = 0; kb < steps; ++kb)
-        local_gemm(e, mloc, nloc, std::min(b, N - kb * b), A.ptr() + std::size_t(kb / g.Q) * b * ld, ld,
-                   B.ptr() + std::size_t(kb / g.P) * b, ld, C.ptr(), ld);
-    };
-    std::vector<double> comm, upd, cand;
-    for (int rep = 0; rep < 4; ++rep) {
-      const double t_comm = timed(comm_alone), t_upd = timed(updates_alone);
-      if (g.member()) {
-        // A <- 2 A or A / 2 (exact in fp32): every timed call multiplies different values. After rep 3, A = 2 A0.
-        const float f = rep % 2 ? 2.0f : 0.5f;
-        if (rep > 0)
-          if (cublasSscal(e.blas, int(a.size()), &f, A.ptr(), 1) != CUBLAS_STATUS_SUCCESS)
-            throw std::runtime_error("cublasSscal failed");
-        LABKIT_CUDA(cudaMemsetAsync(C.ptr(), 0, c.size() * 4, e.stream));
-      }
-      const double t_cand = timed([&] {
-        collective_call(g, "summa_overlap, N = 16384 on a 1 x 2 grid",
-                        [&] { summa_overlap(g, e, N, N, N, b, A.ptr(), B.ptr(), C.ptr()); });
-      });
-      if (rep > 0) comm.push_back(t_comm), upd.push_back(t_upd), cand.push_back(t_cand);
-    }
-    comm_ms = median(comm), updates_ms = median(upd), cand_ms = median(cand);
-    if (g.member()) cudaFreeHost(stage_a), cudaFreeHost(stage_b), cudaFree(panel);
-    // The last product (A = 2 A0), on 32 sampled elements of every process (a full check would cost N^3 on the CPU).
-    if (g.member()) {
-      const std::vector<float> out = C.read();
-      const int mc = local_rows(dC, g), nc = local_cols(dC, g), ldc = local_ld(dC, g);
-      for (int s = 0; s < 32 && problem.empty(); ++s) {
-        const int li = int((s * 7919u + 13u) % unsigned(mc)), lj = int((s * 104729u + 7u) % unsigned(nc));
-        const int i = global_index(li, b, g.row, P), j = global_index(lj, b, g.col, Q);
-        double ref = 0, mag = 0;
-        for (int p = 0; p < N; ++p) {
-          const double t = 2.0 * hashed(seed, 0, i, p) * hashed(seed, 1, p, j);
-          ref += t, mag += std::fabs(t);
-        }
-        const float v = out[li + std::size_t(lj) * ldc];
-        if (!(std::fabs(v - ref) <= 2.0 * (N + 2) * 0x1p-24 * mag))
-          problem = where(g) + " C global (" + std::to_string(i) + ", " + std::to_string(j) + "): expected " +
-                    std::to_string(ref) + " (A was scaled by 2 before the last timed call), got " +
-                    std::to_string(v);
-      }
-    }
-  }
-  free_grid(g);
-  require_all(problem, "step 3 at N = 16384 on a 1 x 2 grid, after the timed calls:");
-
-  const double shorter = std::min(comm_ms, updates_ms);
-  const double hidden = (comm_ms + updates_ms - cand_ms) / shorter;
-  labkit::report::metric("comm_ms", comm_ms, "ms");
-  labkit::report::metric("updates_ms", updates_ms, "ms");
-  labkit::report::metric("candidate_ms", cand_ms, "ms");
-  labkit::report::metric("candidate_rate", flops / cand_ms / 1e9, "TFLOP/s");
-  labkit::report::metric("broadcast_gb", double(N) * N / 2 * 4 / 1e9, "GB");  // A's panels each process receives
-  labkit::report::metric("one_gpu_ms", one_gpu_ms, "ms");
-  labkit::report::metric("vs_one_gpu", one_gpu_ms / cand_ms, "x");
-  labkit::report::metric("hidden", hidden, "");
-  const double threshold = labkit::gate::threshold();
-  const auto* rg = labkit::gate::rubric().find("step3.speed");
-  std::ostringstream os;
-  os << std::setprecision(4) << "step 3 took " << cand_ms << " ms on 2 processes; alone, the communication takes "
-     << comm_ms << " ms and the local updates " << updates_ms << " ms (the gate's own code): step 3 hid " << hidden
-     << " of the shorter phase (0 = no overlap, 1 = all of it); one GPU's SGEMM of the whole product: " << one_gpu_ms
-     << " ms";
-  // The GPU must run every update: finishing sooner than the updates alone means the timed call skipped work.
-  if (cand_ms < 0.9 * updates_ms)
-    FAIL(os.str() << ": faster than its local updates alone, which no overlap allows: the timed call did not do "
-                     "all of its products before it returned");
-  if (hidden < threshold)
-    FAIL(os.str() << "; the gate needs " << threshold << (rg && !rg->hint.empty() ? "\n  hint: " + rg->hint : ""));
-  if (world_rank() == 0) std::cout << "  " << os.str() << std::endl;
-}

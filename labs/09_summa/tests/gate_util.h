@@ -1,0 +1,98 @@
+// Lab 09 gates: what the gate files share. The gate binary is an MPI program (gates.cpp says how its gates agree
+// across processes): the process's rank and engine, rank 0's seed for every process, a verdict every process
+// shares, a step run on the grid's processes with its exceptions and MPI errors collected, and host arrays in the
+// engine's memory. Files: gates.cpp (MPI's lifetime, steps 1-3 correctness), gates_speed.cpp (step3.speed).
+#pragma once
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "labkit/gate.h"
+#include "labkit/not_implemented.h"
+#include "summa.h"
+
+namespace lab09_gates {
+
+int world_rank();
+int world_size();
+
+// One engine per process for the whole run: binds the process to its device once, before any other CUDA use.
+lab09::Engine& engine();
+
+// Every process uses rank 0's seed, so that all of them build the same global matrices (and rank 0's reproduce
+// hint reproduces the whole run).
+std::uint64_t shared_seed(std::string_view label);
+
+// Every process's text ("" when it has nothing to say), joined in rank order as "rank r: text" lines; every
+// process gets the same result.
+std::string agree(const std::string& mine);
+
+// Fails the gate on every process when any process found a problem.
+void require_all(const std::string& mine, const std::string& context);
+
+// The MPI errors recorded since the last call (the gate binary's error handler records them instead of aborting),
+// as one line; "" when there were none.
+std::string take_mpi_errors();
+
+std::string grid_text(const lab09::Grid& g);
+std::string where(const lab09::Grid& g);
+
+// A value in [-1, 1) from (seed, matrix, i, j), the same on every process: 24 random bits, exact in a float.
+float hashed(std::uint64_t seed, int which, std::int64_t i, std::int64_t j);
+
+// Runs a step on the grid's processes (the others wait). When a process throws, all of them know: a step that is
+// not written anywhere is reported as not implemented; anything else, or an MPI error, fails the gate naming the
+// ranks.
+template <class F>
+void collective_call(const lab09::Grid& g, const std::string& context, F&& step) {
+  std::string error;
+  int not_implemented = 0, threw = 0;
+  if (g.member()) {
+    try {
+      step();
+    } catch (const labkit::NotImplemented& e) {
+      error = e.what(), not_implemented = 1, threw = 1;
+    } catch (const std::exception& e) {
+      error = std::string("threw: ") + e.what(), threw = 1;
+    } catch (...) {
+      error = "threw something that is not a std::exception", threw = 1;
+    }
+    if (const std::string mpi = take_mpi_errors(); !mpi.empty())
+      error = (threw ? error + "; " : std::string()) + mpi, threw = 1, not_implemented = 0;
+  }
+  int counts[3] = {threw, not_implemented, g.member() ? 1 : 0};
+  MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (counts[0] == 0) return;
+  const std::string all = agree(error);
+  if (counts[1] == counts[2]) throw labkit::NotImplemented(error.empty() ? all : error.substr(17));
+  FAIL(context << all);
+}
+
+// Host arrays in and out of the engine's memory (device memory with a GPU; the same host arrays without).
+struct EngineArray {
+  lab09::Engine& e;
+  std::vector<float>& host;
+  float* dev = nullptr;
+  EngineArray(lab09::Engine& eng, std::vector<float>& h) : e(eng), host(h) {
+    if (!e.gpu) return;
+    LABKIT_CUDA(cudaMalloc(&dev, std::max<std::size_t>(1, host.size()) * sizeof(float)));
+    LABKIT_CUDA(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  ~EngineArray() {
+    if (dev) cudaFree(dev);
+  }
+  float* ptr() { return e.gpu ? dev : host.data(); }
+  std::vector<float> read() const {
+    if (!e.gpu) return host;
+    std::vector<float> h(host.size());
+    LABKIT_CUDA(cudaMemcpy(h.data(), dev, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+}  // namespace lab09_gates
