@@ -170,6 +170,8 @@ bool under_sanitizer() {
   return v && *v && std::string_view(v) != "0";
 }
 
+std::string sanitizer_tool() { return under_sanitizer() ? std::getenv("LABKIT_SANITIZER") : ""; }
+
 bool sanitizer_small_shapes() {
   const char* v = std::getenv("LABKIT_SANITIZER_SMALL");
   return under_sanitizer() && v && *v && std::string_view(v) != "0";
@@ -188,9 +190,8 @@ bool SanitizerCap::skips(double work, std::string_view name) {
 
 std::string SanitizerCap::summary() const {
   if (left_out_.empty()) return "";
-  const char* tool = std::getenv("LABKIT_SANITIZER");
   std::ostringstream os;
-  os << "under compute-sanitizer (LABKIT_SANITIZER=" << (tool ? tool : "") << "): left out ";
+  os << "under compute-sanitizer (LABKIT_SANITIZER=" << sanitizer_tool() << "): left out ";
   for (std::size_t i = 0; i < left_out_.size(); ++i) os << (i ? "; " : "") << left_out_[i];
   int e = 0;
   const double m = std::frexp(cap_, &e);  // cap_ = m * 2^e, m in [0.5, 1)

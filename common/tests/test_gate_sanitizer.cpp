@@ -11,6 +11,7 @@ using labkit::gate::under_sanitizer;
 TEST_CASE("gates leave out their largest cases under a sanitizer only", "[gate]") {
   unsetenv("LABKIT_SANITIZER");
   CHECK(!under_sanitizer());
+  CHECK(labkit::gate::sanitizer_tool().empty());
   {
     SanitizerCap cap(double(1 << 26), "multiply-adds");
     CHECK(!cap.skips(1e12, "huge"));  // a normal run keeps every case
@@ -20,10 +21,12 @@ TEST_CASE("gates leave out their largest cases under a sanitizer only", "[gate]"
   CHECK(!under_sanitizer());
   setenv("LABKIT_SANITIZER", "0", 1);
   CHECK(!under_sanitizer());
+  CHECK(labkit::gate::sanitizer_tool().empty());  // "0" is no tool
   setenv("LABKIT_SANITIZER", "1", 1);
   CHECK(under_sanitizer());
   setenv("LABKIT_SANITIZER", "racecheck", 1);
   CHECK(under_sanitizer());
+  CHECK(labkit::gate::sanitizer_tool() == "racecheck");
   {
     SanitizerCap cap(double(1 << 26), "multiply-adds");
     CHECK(!cap.skips(double(1 << 26), "at the cap"));

@@ -87,6 +87,9 @@ void report_previous_ratio(const SpeedComparison& candidate, const std::function
 
 // True when the environment variable LABKIT_SANITIZER is set to a non-empty value other than "0".
 bool under_sanitizer();
+// The tool the gate runs under ("memcheck", "racecheck"; what LABKIT_SANITIZER says), "" when none: for a gate
+// whose cost under one tool differs from the other's.
+std::string sanitizer_tool();
 
 // The grader's default memory and race checks (every graded run, labgrade's check_with_sanitizers) also set
 // LABKIT_SANITIZER_SMALL=1: then every SanitizerCap is kSmallShapesDivisor times smaller. `labgrade --sanitize`

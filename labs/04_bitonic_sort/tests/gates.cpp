@@ -10,14 +10,12 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <optional>
 #include <stdexcept>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "bitonic_sort.h"
@@ -317,8 +315,7 @@ constexpr double kSanitizerCap = double(1 << 21);
 // and one key past it (padded to two chunks), which already runs every barrier of the chunk kernels; memcheck keeps
 // every size up to its 2^17. `labgrade --sanitize` (no small shapes) is unchanged.
 double sanitizer_cap() {
-  const char* tool = std::getenv("LABKIT_SANITIZER");
-  if (tool && std::string_view(tool) == "racecheck" && labkit::gate::sanitizer_small_shapes())
+  if (labkit::gate::sanitizer_tool() == "racecheck" && labkit::gate::sanitizer_small_shapes())
     return labkit::gate::kSmallShapesDivisor * double((1 << 15) + 1);  // SanitizerCap divides by the divisor
   return kSanitizerCap;
 }

@@ -184,20 +184,19 @@ const lab08::Team& team_of(const std::vector<int>& devices) {
 // devices, and the first real pair) and the fixed-iteration and failure checks, which still run every kernel, every
 // halo path and step 4's stop inside a batch; they leave out the converging solves and the 1- and 4-part teams.
 // `labgrade --sanitize` (no LABKIT_SANITIZER_SMALL) runs every case.
-bool small_sanitizer_run() { return labkit::gate::sanitizer_small_shapes(); }
 void say_what_the_small_run_leaves_out() {
-  if (small_sanitizer_run())
-    std::cout << "  [sanitizer] under compute-sanitizer (LABKIT_SANITIZER=" << std::getenv("LABKIT_SANITIZER")
+  if (labkit::gate::sanitizer_small_shapes())
+    std::cout << "  [sanitizer] under compute-sanitizer (LABKIT_SANITIZER=" << labkit::gate::sanitizer_tool()
               << ", small shapes): left out the converging solves and the 1- and 4-part teams\n";
 }
 
 std::vector<std::vector<int>> virtual_teams() {
-  if (small_sanitizer_run()) return {{0, 0}, {0, 0, 0}};
+  if (labkit::gate::sanitizer_small_shapes()) return {{0, 0}, {0, 0, 0}};
   return {{0}, {0, 0}, {0, 0, 0}, {0, 0, 0, 0}};
 }
 std::vector<std::vector<int>> real_teams() {
   std::vector<std::vector<int>> out;
-  const int n = small_sanitizer_run() ? std::min(device_count(), 2) : device_count();
+  const int n = labkit::gate::sanitizer_small_shapes() ? std::min(device_count(), 2) : device_count();
   for (int k = 2; k <= n; ++k) {
     std::vector<int> d(static_cast<std::size_t>(k));
     std::iota(d.begin(), d.end(), 0);
@@ -390,7 +389,7 @@ void check_solver(Scheme s, const std::vector<std::vector<int>>& teams) {
   say_what_the_small_run_leaves_out();
   for (const auto& devices : teams) {
     const auto& team = team_of(devices);
-    if (!small_sanitizer_run()) {
+    if (!labkit::gate::sanitizer_small_shapes()) {
       check_converges(s, team, labkit::poisson2d(45, 38), "2D Poisson 45 x 38");
       check_converges(s, team, labkit::random_spd(2003, 9, labkit::gate::seed("spd")), "random SPD");
     }
