@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "blocking_comm.h"
 #include "gate_util.h"
 #include "labkit/gate.h"
 #include "labkit/report.h"
@@ -150,24 +151,7 @@ OverlapTimes time_overlap(const lab09::Grid& g, lab09::Engine& e, std::uint64_t 
     LABKIT_CUDA(cudaMalloc(&panel, std::size_t(std::max(mloc, nloc)) * b * 4));
   }
   // The blocking SUMMA's communication, the gate's own code: the same bytes step 3 must move.
-  auto comm_alone = [&] {
-    if (!g.member()) return;
-    for (int kb = 0; kb < steps; ++kb) {
-      const int w = std::min(b, N - kb * b);
-      if (g.col == kb % g.Q)
-        LABKIT_CUDA(cudaMemcpy(stage_a, A.ptr() + std::size_t(kb / g.Q) * b * ld, std::size_t(mloc) * w * 4,
-                               cudaMemcpyDeviceToHost));
-      if (g.row == kb % g.P)
-        LABKIT_CUDA(cudaMemcpy2D(stage_b, w * 4, B.ptr() + std::size_t(kb / g.P) * b, std::size_t(ld) * 4, w * 4,
-                                 nloc, cudaMemcpyDeviceToHost));
-      MPI_Bcast(stage_a, mloc * w, MPI_FLOAT, kb % g.Q, g.row_comm);
-      MPI_Bcast(stage_b, w * nloc, MPI_FLOAT, kb % g.P, g.col_comm);
-      if (g.col != kb % g.Q)
-        LABKIT_CUDA(cudaMemcpy(panel, stage_a, std::size_t(mloc) * w * 4, cudaMemcpyHostToDevice));
-      if (g.row != kb % g.P)
-        LABKIT_CUDA(cudaMemcpy(panel, stage_b, std::size_t(w) * nloc * 4, cudaMemcpyHostToDevice));
-    }
-  };
+  auto comm_alone = [&] { blocking_comm(g, e, d, A.ptr(), B.ptr(), stage_a, stage_b, panel); };
   // Every local update alone: the same m x n x w products, from the process's own blocks (the time of a cuBLAS
   // SGEMM does not depend on the values).
   auto updates_alone = [&] {
