@@ -179,8 +179,11 @@ bool sanitizer_small_shapes() {
 
 // The default checks run on every graded submission, so they keep only the cases a sixteenth of the gate's cap
 // allows: still every odd size, edge tile and several blocks, at a fraction of the instrumented run time.
-SanitizerCap::SanitizerCap(double cap, std::string unit)
-    : cap_(sanitizer_small_shapes() ? cap / kSmallShapesDivisor : cap), unit_(std::move(unit)) {}
+SanitizerCap::SanitizerCap(double cap, std::string unit, double race_cap)
+    : cap_(!sanitizer_small_shapes()                                 ? cap
+           : race_cap > 0 && sanitizer_tool() == "racecheck" ? race_cap
+                                                                     : cap / kSmallShapesDivisor),
+      unit_(std::move(unit)) {}
 
 bool SanitizerCap::skips(double work, std::string_view name) {
   if (work <= cap_ || !under_sanitizer()) return false;

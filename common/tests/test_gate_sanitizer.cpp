@@ -68,3 +68,31 @@ TEST_CASE("the grader's default checks keep only the small shapes", "[gate]") {
   }
   unsetenv("LABKIT_SANITIZER");
 }
+
+TEST_CASE("racecheck in the default checks takes the lab's race cap where it gives one", "[gate]") {
+  setenv("LABKIT_SANITIZER_SMALL", "1", 1);
+  setenv("LABKIT_SANITIZER", "racecheck", 1);
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds", double(1 << 19));
+    CHECK(!cap.skips(double(1 << 19), "at the race cap"));
+    CHECK(cap.skips(double(1 << 19) + 1, "M=127 N=131 K=137"));
+    CHECK(cap.summary().find("(above 2^19 multiply-adds;") != std::string::npos);
+  }
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds");  // no race cap: a sixteenth, as for memcheck
+    CHECK(!cap.skips(double(1 << 22), "kept"));
+  }
+  setenv("LABKIT_SANITIZER", "memcheck", 1);
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds", double(1 << 19));  // memcheck: still a sixteenth
+    CHECK(!cap.skips(double(1 << 22), "kept"));
+    CHECK(cap.skips(double(1 << 22) + 1, "left out"));
+  }
+  unsetenv("LABKIT_SANITIZER_SMALL");
+  setenv("LABKIT_SANITIZER", "racecheck", 1);
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds", double(1 << 19));  // labgrade --sanitize: the full cap
+    CHECK(!cap.skips(double(1 << 26), "kept"));
+  }
+  unsetenv("LABKIT_SANITIZER");
+}

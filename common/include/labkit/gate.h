@@ -105,9 +105,14 @@ bool sanitizer_small_shapes();
 //   labkit::gate::SanitizerCap cap(double(1 << 26), "multiply-adds");
 //   for (const Shape& s : kShapes)
 //     if (!cap.skips(double(s.M) * s.N * s.K, str(s))) check_shape(step, s);
+// racecheck's cost grows with every shared-memory access (about a million a second on an H100, where memcheck's
+// barely shows), so a lab whose kernels live in shared memory can give the default checks' racecheck a cap of its
+// own, `race_cap`, instead of cap / kSmallShapesDivisor: the cases that still put every barrier of a block to work
+// (a race is between the threads of one block; more blocks add time, not coverage). `labgrade --sanitize` keeps
+// the full cap for both tools.
 class SanitizerCap {
  public:
-  SanitizerCap(double cap, std::string unit);
+  SanitizerCap(double cap, std::string unit, double race_cap = 0);
   SanitizerCap(const SanitizerCap&) = delete;
   SanitizerCap& operator=(const SanitizerCap&) = delete;
   ~SanitizerCap();
