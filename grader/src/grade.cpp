@@ -229,6 +229,10 @@ int grade_main(const GradeOptions& opts) {
     std::cerr << "labgrade: lab " << recipe.lab << ": " << format_points(lab.score()) << "/"
               << format_points(lab.max_score()) << " points, " << passed << " of " << lab.gates.size()
               << " gates passed (run " << format_seconds(lab.run_seconds) << ")\n";
+    // The memory and race checks are most of a lab's run: say what each took, here rather than only in the table.
+    for (const auto& note : lab.notes)
+      if (note.rfind("memcheck:", 0) == 0 || note.rfind("racecheck:", 0) == 0)
+        std::cerr << "labgrade:   " << trim_message(note, 1, 240) << "\n";
     result.run_seconds += lab.run_seconds;
     result.labs.push_back(std::move(lab));
   }
