@@ -1,0 +1,155 @@
+// Lab 05 speed gates: each saxpy, and the fused saxpy+norm (step 5b), against a cudaMemcpy D2D copy of the same
+// number of bytes, all at 2^28 floats and each checked at that size before it is timed. What the gate files share
+// is in gate_util.h; the correctness gates are in gates.cpp.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "gate_util.h"
+#include "labkit/buffer.h"
+#include "labkit/gate.h"
+#include "labkit/launches.h"
+#include "labkit/random.h"
+#include "labkit/ref_saxpy.h"
+#include "labkit/report.h"
+#include "labkit/timing.h"
+#include "saxpy.h"
+
+using namespace lab05_gates;
+
+namespace {
+
+// Speed: a saxpy of n floats moves 12n bytes (x read, y read, y written); a cudaMemcpy of 6n bytes moves as many
+// (6n read, 6n written). Timing both, interleaved, gives the saxpy's bandwidth as a fraction of the copy's.
+// Every timed call gets freshly filled x and y (a result remembered from an earlier call never matches) and a cold
+// L2; after the timing the last call's y is checked element by element against a*x + y0 of its own inputs.
+struct TimedSaxpy {
+  SaxpyCase& c;
+  std::uint64_t base = labkit::gate::seed("timed " + c.label);
+  int last = -1;
+  std::uint64_t sx(int k) const { return labkit::derive_seed(base, "x " + std::to_string(k)); }
+  std::uint64_t sy(int k) const { return labkit::derive_seed(base, "y " + std::to_string(k)); }
+  void refresh(int k) {
+    labkit::fill_random_device(c.dx.data(), c.n, sx(k));
+    labkit::fill_random_device(c.dy.data(), c.n, sy(k));
+    last = k;
+  }
+  // The inputs of the last timed call, on the host (the same generator as the device fill).
+  std::vector<float> x() const { return host_random(c.n, sx(last)); }
+  std::vector<float> y0() const { return host_random(c.n, sy(last)); }
+};
+
+void check_saxpy_speed(Saxpy step) {
+  const std::size_t n = kTimed;
+  SaxpyCase c(n, false);
+  {
+    run_checked(step, n, c.a, c.xd(), c.yd());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    labkit::gate::require(check_saxpy(c.dy.download(), c.a, c.x, c.y0),
+                          std::string(kStepName[int(step)]) + " at the timed size " + size_str(n));
+  }
+  const std::size_t copy_bytes = 6 * n;
+  labkit::DeviceBuffer<unsigned char> src(copy_bytes), dst(copy_bytes);
+  src.fill_bytes(1);
+  labkit::TimingOptions opt;
+  opt.warmup = 2;
+  opt.min_repeats = 10;
+  opt.budget_ms = 150;
+  TimedSaxpy t{c};
+  labkit::TimedCase tc;
+  tc.refresh = [&](int k) { t.refresh(k); };
+  tc.verify = [&] {
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    labkit::gate::require(check_saxpy(c.dy.download(), c.a, t.x(), t.y0()),
+                          std::string(kStepName[int(step)]) + ", the last timed call (inputs it had not seen), " +
+                              size_str(n));
+  };
+  const auto cmp = labkit::compare_speed(
+      [&](int) {
+        LABKIT_CUDA(cudaMemcpyAsync(dst.data(), src.data(), copy_bytes, cudaMemcpyDeviceToDevice));
+      },
+      [&](int) { run(step, n, c.a, c.xd(), c.yd()); }, tc, opt);
+  labkit::gate::require_speedup(cmp, "cudaMemcpy D2D of the same bytes", kStepName[int(step)], 12.0 * n / 1e9, "GB");
+}
+
+}  // namespace
+
+TEST_CASE("step1.speed", "[lab05][step1][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_saxpy_speed(Saxpy::kernel);
+}
+TEST_CASE("step2.speed", "[lab05][step2][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_saxpy_speed(Saxpy::functor);
+}
+TEST_CASE("step3.speed", "[lab05][step3][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_saxpy_speed(Saxpy::lambda);
+}
+TEST_CASE("step4.speed", "[lab05][step4][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_saxpy_speed(Saxpy::cublas);
+}
+
+TEST_CASE("step5b.speed", "[lab05][step5b][speed]") {
+  // The fused pass against the gate's own cudaMemcpy of the 12n bytes it must move, not against the student's
+  // unfused version (which a student could slow down). A two-pass version moves 16n bytes, so even at full copy
+  // speed it reaches only 12/16 = 0.75 of the copy: a ratio above that is fusion. The unfused version is timed
+  // against the same copy and reported beside it (metric previous_ratio).
+  LABKIT_REQUIRE_GPU();
+  const std::size_t n = kTimed;
+  SaxpyCase c(n, false);
+  // The fused version checked at the timed size first: y element by element, and the norm against that y.
+  {
+    const std::string ctx = "step 5b (fused) at the timed size " + size_str(n);
+    c.reset_y();
+    double norm = 0;
+    labkit::gate::own_kernels(ctx, [&] { norm = lab05::saxpy_norm_fused(n, c.a, c.xd(), c.yd()); });
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    const auto y = c.dy.download();
+    labkit::gate::require(check_saxpy(y, c.a, c.x, c.y0), ctx);
+    labkit::gate::require(check_norm(norm, labkit::norm2_ref(y), "||y||_2"), ctx);
+  }
+  const std::size_t copy_bytes = 6 * n;
+  labkit::DeviceBuffer<unsigned char> src(copy_bytes), dst(copy_bytes);
+  src.fill_bytes(1);
+  labkit::TimingOptions opt;
+  opt.warmup = 2;
+  opt.min_repeats = 10;
+  opt.budget_ms = 150;
+  TimedSaxpy t{c};
+  double last_norm = 0;
+  labkit::TimedCase tc;
+  tc.refresh = [&](int k) { t.refresh(k); };
+  tc.verify = [&] {
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    const std::string ctx = "step 5b (fused), the last timed call (inputs it had not seen), " + size_str(n);
+    const auto y = c.dy.download();
+    labkit::gate::require(check_saxpy(y, c.a, t.x(), t.y0()), ctx);
+    labkit::gate::require(check_norm(last_norm, labkit::norm2_ref(y), "||y||_2"), ctx);
+  };
+  auto copy = [&](int) { LABKIT_CUDA(cudaMemcpyAsync(dst.data(), src.data(), copy_bytes, cudaMemcpyDeviceToDevice)); };
+  const auto cmp = labkit::compare_speed(
+      copy, [&](int) { last_norm = lab05::saxpy_norm_fused(n, c.a, c.xd(), c.yd()); }, tc, opt);
+  try {  // information only: a few calls of the unfused version against the same copy
+    labkit::TimingOptions quick;
+    quick.warmup = 1;
+    quick.min_repeats = 3;
+    quick.budget_ms = 0;
+    labkit::TimedCase info_only{tc.refresh, [] {}};  // not graded here: step5a.correct checks its answers
+    const auto prev = labkit::compare_speed(
+        copy, [&](int) { lab05::saxpy_norm_unfused(n, c.a, c.xd(), c.yd()); }, info_only, quick);
+    labkit::report::metric("previous_ratio", prev.ratio, "x");
+    UNSCOPED_INFO("step 5b (fused) runs at " << cmp.ratio << "x the copy, step 5a (unfused) at " << prev.ratio
+                                              << "x");
+  } catch (const std::exception&) {  // step 5a not written yet, or failing: its own gate says so
+    LABKIT_CUDA(cudaGetLastError());  // a sticky fault still ends the gate; anything else is ignored here
+  }
+  // Work: the 12 bytes per element the fused pass must move.
+  labkit::gate::require_speedup(cmp, "cudaMemcpy D2D of the same bytes", "step 5b fused (one pass)", 12.0 * n / 1e9,
+                                "GB");
+}
