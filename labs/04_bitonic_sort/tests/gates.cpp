@@ -1,64 +1,31 @@
-// Lab 04 gates. Correctness: every step over n = 0, 1, 2, primes, 2^k - 1, 2^k, 2^k + 1 around every chunk size,
+// Lab 04 correctness gates: every step over n = 0, 1, 2, primes, 2^k - 1, 2^k, 2^k + 1 around every chunk size,
 // up to 2^24, both directions, with random, sorted, reverse-sorted, all-equal, few-distinct, signed-zero and
 // NaN/inf inputs. An output is accepted when it is, bit for bit, a permutation of the input AND in the order of
 // labkit::float_order_key (NaNs last, -0.0 before +0.0; descending is the mirror image); key-value outputs must
 // also keep each value with its key. Guard bands around every array, a second run compared bit for bit.
-// Speed: step 3 against the gate's own one-kernel-per-step network and against thrust::sort, step 5 against
-// thrust::sort, at 2^24 keys, measured in one process on fresh keys for every timed call, the last one verified.
+// What the gate files share (the steps, the sort check) is in gate_util.h; the speed gates are in gates_speed.cpp.
 #include <catch2/catch_test_macros.hpp>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
-#include <optional>
 #include <stdexcept>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bitonic_sort.h"
+#include "gate_util.h"
 #include "labkit/gate.h"
 #include "labkit/launches.h"
 #include "labkit/guard.h"
 #include "labkit/random.h"
 #include "labkit/ref_sort.h"
-#include "labkit/report.h"
-#include "global_bitonic.h"
-#include "thrust_sort.h"
+
+using namespace lab04_gates;
 
 namespace {
-
-using lab04::Order;
-using u32 = std::uint32_t;
-
-enum class Step { pow2 = 1, global, shared, pairs, fused };
-const char* const kStepName[] = {"",
-                                 "step 1 (one kernel per step, power-of-two n)",
-                                 "step 2 (any n, global memory)",
-                                 "step 3 (shared-memory chunks)",
-                                 "step 4 (key-value pairs)",
-                                 "step 5 (several steps per pass, in registers)"};
-
-const char* order_name(Order o) { return o == Order::ascending ? "ascending" : "descending"; }
-
-void run_keys(Step s, float* keys, std::size_t n, Order o) {
-  switch (s) {
-    case Step::pow2: return lab04::sort_global_pow2(keys, n);  // ascending only
-    case Step::global: return lab04::sort_global(keys, n, o);
-    case Step::shared: return lab04::sort_shared(keys, n, o);
-    case Step::fused: return lab04::sort_fused(keys, n, o);
-    case Step::pairs: break;
-  }
-  throw std::logic_error("run_keys: not a keys-only step");
-}
-
-// The calls the correctness gates and the untimed verification make: a step's sort must be its own kernels, not
-// thrust::sort or a CUB radix sort (labkit/launches.h). The timed repetitions call run_keys() unrecorded.
-void run_keys_checked(Step s, float* keys, std::size_t n, Order o) {
-  labkit::gate::own_kernels(kStepName[int(s)], [&] { run_keys(s, keys, n, o); });
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // Inputs. Never zeros only: every pattern is seeded and fresh each run.
@@ -114,128 +81,7 @@ std::vector<float> make_keys(Pattern p, std::size_t n, std::uint64_t seed) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The sort check, with a diagnosis.
-std::string show(float x) {
-  std::ostringstream os;
-  if (std::isnan(x)) os << "NaN";
-  else if (x == 0) os << (std::signbit(x) ? "-0.0" : "+0.0");
-  else os << x;
-  os << " (0x" << std::hex << labkit::float_bits(x) << ")";
-  return os.str();
-}
-
-labkit::Verdict fail(const std::string& message, std::size_t checked, std::size_t wrong) {
-  labkit::Verdict v;
-  v.ok = false;
-  v.checked = checked;
-  v.wrong = wrong;
-  v.message = message;
-  return v;
-}
-
-labkit::Verdict check_sort(const std::vector<float>& got, const std::vector<float>& in, Order order) {
-  const std::size_t n = in.size();
-  const bool desc = order == Order::descending;
-  if (got.size() != n) return fail("keys has " + std::to_string(got.size()) + " elements, expected " +
-                                   std::to_string(n), 0, n);
-  // 1. A permutation of the input, bit for bit (NaN payloads and zero signs included): compare the sorted bits.
-  std::vector<u32> gb(n), ib(n);
-  for (std::size_t i = 0; i < n; ++i) gb[i] = labkit::float_bits(got[i]), ib[i] = labkit::float_bits(in[i]);
-  labkit::radix_sort_u32(gb);
-  labkit::radix_sort_u32(ib);
-  if (gb != ib) {
-    std::size_t missing = 0, extra = 0, a = 0, b = 0;
-    u32 first_missing = 0, first_extra = 0;
-    while (a < n || b < n) {  // merge the two sorted bit lists: what the input has that the output lacks, and back
-      if (b == n || (a < n && ib[a] < gb[b])) {
-        if (!missing++) first_missing = ib[a];
-        ++a;
-      } else if (a == n || gb[b] < ib[a]) {
-        if (!extra++) first_extra = gb[b];
-        ++b;
-      } else {
-        ++a, ++b;
-      }
-    }
-    std::ostringstream os;
-    os << "keys is not a permutation of the input: " << missing << " input values are missing (first: "
-       << show(labkit::bits_float(first_missing)) << ") and " << extra
-       << " values appear that were not in the input, or too often (first: " << show(labkit::bits_float(first_extra))
-       << ").\n  A compare-exchange must write both values back (swap, not copy); two threads must never own the "
-          "same slot in one step; and every step must see all writes of the previous one (a new launch, or "
-          "__syncthreads() in shared memory). Padding slots (>= n) must never be stored.";
-    return fail(os.str(), n, missing + extra);
-  }
-  // 2. In order: no descent of the key from one position to the next.
-  std::size_t descents = 0, first = 0, run = 0;
-  for (std::size_t i = 1; i < n; ++i)
-    if (labkit::float_order_key(got[i - 1], desc) > labkit::float_order_key(got[i], desc)) {
-      if (!descents++) first = i;
-      const std::size_t low_bit = i & (~i + 1);  // the largest power of two dividing i
-      run = run ? std::min(run, low_bit) : low_bit;
-    }
-  if (!descents) return labkit::Verdict{};
-  std::ostringstream os;
-  os << "keys is not sorted (" << order_name(order) << ", in the order of labkit::float_order_key): " << descents
-     << " places where a key is followed by a smaller one; the first at keys[" << first - 1 << "] = "
-     << show(got[first - 1]) << ", keys[" << first << "] = " << show(got[first]) << ".";
-  const float x = got[first - 1], y = got[first];
-  if (x == 0 && y == 0)
-    os << "\n  -0.0 and +0.0 are different keys here (-0.0 first when ascending): compare "
-          "labkit::float_order_key() values, not floats with < (which calls them equal).";
-  else if (std::isnan(x) || std::isnan(y))
-    os << "\n  NaNs sort " << (desc ? "first" : "last") << ": any comparison with a NaN through < is false, so a "
-       << "network that compares floats leaves NaNs where they are. Compare labkit::float_order_key() values.";
-  else if (n > 1) {
-    bool reversed = true;  // sorted, but the other way round?
-    for (std::size_t i = 1; i < n && reversed; ++i)
-      reversed = labkit::float_order_key(got[i - 1], !desc) <= labkit::float_order_key(got[i], !desc);
-    if (reversed) os << "\n  The keys are sorted " << order_name(desc ? Order::ascending : Order::descending)
-                     << ": the direction is inverted.";
-    else if (run >= 2 && run < n)
-      os << "\n  pattern: every run of " << run << " aligned elements is sorted but the runs are not merged: the "
-         << "stages k > " << run << " are missing or wrong (in step 3: the global steps j >= chunk, the mirror "
-         << "step of each stage, or the shared-memory merge of each stage).";
-  }
-  return fail(os.str(), n, descents);
-}
-
-// Key-value: values started as 0, 1, ..., n-1 (the index of their key); they must come out as a permutation of
-// those, each still beside the key it started with.
-labkit::Verdict check_pairs(const std::vector<float>& keys, const std::vector<u32>& values,
-                            const std::vector<float>& in, Order order) {
-  labkit::Verdict v = check_sort(keys, in, order);
-  if (!v.ok) return v;
-  const std::size_t n = in.size();
-  std::vector<char> seen(n, 0);
-  for (std::size_t p = 0; p < n; ++p) {
-    const u32 idx = values[p];
-    if (idx >= n || seen[idx]) {
-      std::ostringstream os;
-      os << "values is not a permutation of 0.." << n - 1 << ": values[" << p << "] = " << idx
-         << (idx >= n ? " is out of range" : " appears twice")
-         << ".\n  Every swap of two keys must swap their two values too, in global and in shared memory.";
-      return fail(os.str(), n, 1);
-    }
-    seen[idx] = 1;
-    if (labkit::float_bits(keys[p]) != labkit::float_bits(in[idx])) {
-      std::ostringstream os;
-      os << "keys and values were separated: at position " << p << " the key is " << show(keys[p])
-         << " but the value " << idx << " belongs to the key " << show(in[idx])
-         << ".\n  A swap moved a key without its value (or a value without its key), or values were loaded from or "
-            "stored to other slots than their keys.";
-      return fail(os.str(), n, 1);
-    }
-  }
-  return v;
-}
-
-// ---------------------------------------------------------------------------------------------------------
 // One case: fresh input, sort, guards, check, second run bit for bit.
-void require_guards(const labkit::GuardReport& g, const std::string& ctx) {
-  if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
-}
-
 std::string context(Step s, std::size_t n, Pattern p, Order o) {
   return std::string(kStepName[int(s)]) + ", n = " + std::to_string(n) + ", " + kPatternName[int(p)] + ", " +
          order_name(o);
@@ -383,71 +229,6 @@ void check_rejects(Step s) {
     CHECK_THROWS_AS(run_keys(s, d.data(), lab04::kMaxN + 1, Order::ascending), std::invalid_argument);
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// Speed at 2^24 keys, against baselines the student cannot change (thrust::sort, or the gate's own textbook
-// network in global_bitonic.cu), in the TimedCase form of labkit::compare_speed:
-//  - refresh(rep), untimed, before every timed call: both arrays get new random keys (a seed per rep), so nobody
-//    sorts sorted data and a sort that remembers its last answer (keyed on the pointer, n or a few sampled keys)
-//    hands back a wrong one;
-//  - verify(), untimed, after the timing: the output of the candidate's last timed call must be the sorted input
-//    of that call (the CPU check of the correctness gates, with its diagnosis).
-constexpr std::size_t kSpeedN = std::size_t(1) << 24;
-
-std::uint64_t speed_seed(int rep) { return labkit::gate::seed("speed keys, timed call " + std::to_string(rep)); }
-
-// The gate's verdict is `candidate` against `baseline`. `previous` (an earlier step) is timed against the same
-// baseline only to report how far the step moved (metric previous_ratio): the teaching point, without letting a
-// deliberately slow earlier step raise this gate's ratio.
-void check_speed(Step candidate, const char* baseline_name, const std::function<void(float*, std::size_t)>& baseline,
-                 std::optional<Step> previous = std::nullopt) {
-  const std::size_t n = kSpeedN;
-  const std::string ctx = std::string(kStepName[int(candidate)]) + " at the timed size n = 2^24, ascending";
-  labkit::GuardedBuffer<float> work(n, "keys");  // the candidate's array
-  labkit::DeviceBuffer<float> base(n);           // the baseline's own, so that it never sorts the candidate's keys
-  {  // a fast wrong sort earns nothing (and fails here with the full diagnosis rather than after the timing)
-    const std::vector<float> in = labkit::random_floats(n, speed_seed(-1), -1.f, 1.f);
-    work.upload(in);
-    run_keys_checked(candidate, work.data(), n, Order::ascending);
-    LABKIT_CUDA(cudaDeviceSynchronize());
-    require_guards(work.check_guards(), ctx);
-    labkit::gate::require(check_sort(work.download(), in, Order::ascending), ctx);
-  }
-  // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
-  // the candidate's last call, so `last_rep` names the keys that call sorted.
-  int inputs_rep = -1, last_rep = -1;
-  labkit::TimedCase tc;
-  tc.refresh = [&](int rep) {
-    // The same keys in both arrays (fill_random_device gives random_floats(n, seed) bit for bit).
-    labkit::fill_random_device(work.data(), n, speed_seed(rep), -1.f, 1.f);
-    labkit::fill_random_device(base.data(), n, speed_seed(rep), -1.f, 1.f);
-    inputs_rep = rep;
-  };
-  tc.verify = [&] {
-    LABKIT_CUDA(cudaDeviceSynchronize());
-    if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the last timed call was not the candidate's");
-    require_guards(work.check_guards(), ctx + " (last timed call)");
-    const std::vector<float> in = labkit::random_floats(n, speed_seed(last_rep), -1.f, 1.f);
-    labkit::gate::require(check_sort(work.download(), in, Order::ascending),
-                          ctx + ", the output of the last timed call (fresh keys, call " + std::to_string(last_rep) +
-                              ")");
-  };
-  labkit::TimingOptions opt;
-  opt.warmup = 1;
-  opt.min_repeats = 5;
-  opt.budget_ms = 200;
-  auto timed_baseline = [&](int) { baseline(base.data(), n); };
-  auto timed_candidate = [&](int) {
-    run_keys(candidate, work.data(), n, Order::ascending);
-    last_rep = inputs_rep;  // host bookkeeping only: nanoseconds inside the timed region
-  };
-  const auto cmp = labkit::compare_speed(timed_baseline, timed_candidate, tc, opt);
-  if (previous)
-    labkit::gate::report_previous_ratio(
-        cmp, timed_baseline, [&](int) { run_keys(*previous, work.data(), n, Order::ascending); }, tc.refresh,
-        kStepName[int(candidate)], kStepName[int(*previous)], baseline_name);
-  labkit::gate::require_speedup(cmp, baseline_name, kStepName[int(candidate)], double(n) / 1e9, "Gkeys");
-}
-
 }  // namespace
 
 TEST_CASE("cpu.order", "[lab04][cpu]") {
@@ -519,20 +300,4 @@ TEST_CASE("step5.correct", "[lab04][step5][correctness]") {
   LABKIT_REQUIRE_GPU();
   check_keys_step(Step::fused);
   check_rejects(Step::fused);
-}
-
-TEST_CASE("step3.speed", "[lab04][step3][speed]") {
-  LABKIT_REQUIRE_GPU();
-  // The baseline is the gate's own one-kernel-per-step network (what step 1 is), never the student's step 1.
-  check_speed(Step::shared, "the textbook global-memory network (the gate's own, one kernel per step)",
-              [](float* k, std::size_t n) { lab04::baseline::global_bitonic_sort(k, n); }, Step::pow2);
-}
-TEST_CASE("step3.speed_thrust", "[lab04][step3][speed]") {
-  LABKIT_REQUIRE_GPU();
-  check_speed(Step::shared, "thrust::sort", [](float* k, std::size_t n) { lab04::baseline::thrust_sort(k, n); });
-}
-TEST_CASE("step5.speed", "[lab04][step5][speed]") {
-  LABKIT_REQUIRE_GPU();
-  check_speed(Step::fused, "thrust::sort", [](float* k, std::size_t n) { lab04::baseline::thrust_sort(k, n); },
-              Step::shared);
 }
