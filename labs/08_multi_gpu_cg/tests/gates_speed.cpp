@@ -1,0 +1,85 @@
+// Lab 08 speed gates: one CG iteration on two GPUs against a trusted one-GPU iteration compiled into the gate
+// (baseline_cg.cu), per iteration from the difference of a short and a long run. What the gate files share is in
+// gate_util.h; the correctness gates are in gates_cpu.cpp and gates.cpp.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "baseline_cg.h"
+#include "gate_util.h"
+#include "labkit/check.h"
+#include "labkit/gate.h"
+#include "labkit/random.h"
+#include "labkit/sparse.h"
+#include "labkit/timing.h"
+#include "multi_cg.h"
+
+using namespace lab08_gates;
+
+namespace {
+
+// ---- speed --------------------------------------------------------------------------------------------------------
+constexpr int kItersShort = 10, kItersLong = 310;  // 300 iterations: well above the noise of the b upload
+
+const labkit::Csr& big_poisson() {
+  static const labkit::Csr A = labkit::poisson2d(3163, 3163);  // 10^7 rows
+  return A;
+}
+
+void speed_gate(Scheme s) {
+  require_two_gpus();
+  const labkit::Csr& A = big_poisson();
+  const auto& team = team_of({0, 1});
+  const int n = A.rows;
+  const auto b0 = labkit::random_doubles(std::size_t(n), labkit::gate::seed("speed b"));
+  std::vector<double> b = b0, x;
+  LABKIT_CUDA(cudaSetDevice(0));
+  lab08_baseline::OneGpuCg base(A);
+  auto solver = make(s, team, A);
+  lab08::CgOptions opt;
+  opt.rel_tol = 0;  // never met: exactly max_iter iterations
+  int iters = kItersShort;
+  auto refresh = [&](int k) {  // fresh right-hand side per call: nothing can be replayed
+    const double f = 1.0 + 1e-3 * (k % 97);
+    for (int i = 0; i < n; ++i) b[std::size_t(i)] = b0[std::size_t(i)] * f;
+    base.set_b(b);
+  };
+  auto verify = [&] {
+    base.run(iters);
+    labkit::CheckOptions o;
+    o.name = "x";
+    o.tolerance = 1e-6;  // 310 iterations in two summation orders: far below any stale-halo error
+    labkit::gate::require(labkit::check_close(x, base.x(), o),
+                          std::string(name(s)) + ", the last timed solve against the one-GPU CG on the same b");
+  };
+  labkit::TimingOptions topt;
+  topt.warmup = 1;
+  topt.min_repeats = 3;
+  topt.budget_ms = 2000;
+  auto measure = [&](int k_iters) {
+    iters = k_iters;
+    opt.max_iter = k_iters;
+    return labkit::compare_speed([&](int) { base.run(iters); },
+                                 [&](int) {
+                                   solver->solve(b, x, opt);
+                                   LABKIT_CUDA(cudaSetDevice(0));
+                                 },
+                                 labkit::TimedCase{refresh, verify}, topt);
+  };
+  const auto shrt = measure(kItersShort);
+  const auto lng = measure(kItersLong);
+  const labkit::SpeedComparison c = labkit::per_unit_difference(shrt, lng, kItersLong - kItersShort);
+  // Work: the bytes of one iteration's kernels (SpMV 12 per entry + 20 per row; two dots, the fused update and the
+  // p update 16 + 16 + 48 + 24 per row), the same for both.
+  const double bytes = 12.0 * A.nnz() + (20.0 + 104.0) * n;
+  labkit::gate::require_speedup(c, "one-GPU CG iteration (lab 07 kernels, host scalars)",
+                                std::string(name(s)) + " on 2 GPUs (one iteration)", bytes / 1e9, "GB");
+}
+
+}  // namespace
+
+TEST_CASE("step2.speed", "[lab08][step2][speed]") { speed_gate(Scheme::allgather); }
+TEST_CASE("step3.speed", "[lab08][step3][speed]") { speed_gate(Scheme::halo); }
+TEST_CASE("step4.speed", "[lab08][step4][speed]") { speed_gate(Scheme::device_scalars); }
