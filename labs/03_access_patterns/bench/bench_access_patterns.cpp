@@ -42,139 +42,177 @@ void copy_row(std::ostream& csv, const char* kind, std::size_t n, int param, con
       << gbs(n, ms) << "," << ratio << ",\n";
 }
 
+// What every experiment shares: the CSV, the number of runs and the timing options.
+struct Bench {
+  std::ofstream& csv;
+  bool quick;
+  int runs;
+  labkit::TimingOptions opt;
+};
+
+Bench make_bench(std::ofstream& csv, bool quick) {
+  Bench b{csv, quick, quick ? 1 : 3, {}};
+  b.opt.warmup = 2;
+  b.opt.min_repeats = quick ? 3 : 10;
+  b.opt.budget_ms = quick ? 10 : 30;
+  return b;
+}
+
+// ---- offset ----
+void bench_offset(const Bench& b) {
+  std::ostream& csv = b.csv;
+  const int runs = b.runs;
+  const labkit::TimingOptions& opt = b.opt;
+  const std::size_t n = b.quick ? (std::size_t(1) << 23) : (std::size_t(1) << 25);
+  labkit::DeviceBuffer<float> in(n + lab03::kMaxOffset), out(n + lab03::kMaxOffset);
+  labkit::fill_random_device(in.data(), in.size(), 1);
+  std::printf("\noffset copy, n = %zu floats\n%8s %10s %9s %9s\n", n, "offset", "ms", "GB/s", "/off 0");
+  try {
+    for (int run = 0; run < runs; ++run) {
+      const double t_memcpy =
+          labkit::time_gpu([&](int) { LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), n * sizeof(float),
+                                                                  cudaMemcpyDeviceToDevice)); }, opt)
+              .median_ms;
+      copy_row(csv, "offset", n, 0, "memcpy_d2d", run, t_memcpy, 0);
+      double t0 = 0;
+      for (int off = 0; off <= lab03::kMaxOffset; ++off) {
+        const double ms =
+            labkit::time_gpu([&](int) { lab03::copy_offset(n, off, in.data(), out.data()); }, opt).median_ms;
+        if (off == 0) t0 = ms;
+        copy_row(csv, "offset", n, off, "copy_offset", run, ms, t0 / ms);
+        if (run == runs - 1) std::printf("%8d %10.4f %9.1f %9.3f\n", off, ms, gbs(n, ms), t0 / ms);
+      }
+      if (run == runs - 1) std::printf("%8s %10.4f %9.1f\n", "memcpy", t_memcpy, gbs(n, t_memcpy));
+    }
+  } catch (const labkit::NotImplemented& e) {
+    std::printf("  skipped: %s\n", e.what());
+  }
+}
+
+// ---- stride ----
+void bench_stride(const Bench& b) {
+  std::ostream& csv = b.csv;
+  const int runs = b.runs;
+  const labkit::TimingOptions& opt = b.opt;
+  const std::size_t n = b.quick ? (std::size_t(1) << 22) : (std::size_t(1) << 24);
+  labkit::DeviceBuffer<float> in((n - 1) * lab03::kMaxStride + 1), out(n);
+  labkit::fill_random_device(in.data(), in.size(), 2);
+  std::printf("\nstrided copy, n = %zu floats\n%8s %10s %9s %9s\n", n, "stride", "ms", "GB/s", "/str 1");
+  try {
+    for (int run = 0; run < runs; ++run) {
+      const double t_memcpy =
+          labkit::time_gpu([&](int) { LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), n * sizeof(float),
+                                                                  cudaMemcpyDeviceToDevice)); }, opt)
+              .median_ms;
+      copy_row(csv, "stride", n, 1, "memcpy_d2d", run, t_memcpy, 0);
+      double t1 = 0;
+      for (int stride = 1; stride <= lab03::kMaxStride; ++stride) {
+        const double ms =
+            labkit::time_gpu([&](int) { lab03::copy_strided(n, stride, in.data(), out.data()); }, opt).median_ms;
+        if (stride == 1) t1 = ms;
+        copy_row(csv, "stride", n, stride, "copy_strided", run, ms, t1 / ms);
+        if (run == runs - 1) std::printf("%8d %10.4f %9.1f %9.3f\n", stride, ms, gbs(n, ms), t1 / ms);
+      }
+      if (run == runs - 1) std::printf("%8s %10.4f %9.1f\n", "memcpy", t_memcpy, gbs(n, t_memcpy));
+    }
+  } catch (const labkit::NotImplemented& e) {
+    std::printf("  skipped: %s\n", e.what());
+  }
+}
+
+// ---- sweep ----
+// The sweep's timings: per run, one time per size for each ordering. Without step 3 (the student's tree) only the
+// row-major transpose is timed and the diagonal column repeats it (have_diagonal false).
+struct SweepTimes {
+  std::vector<int> sizes;
+  std::vector<std::vector<double>> row_ms, diag_ms;
+  bool have_diagonal = true;
+};
+
+SweepTimes time_sweep(const Bench& b) {
+  const int runs = b.runs;
+  SweepTimes t;
+  t.sizes = lab03::sweep_sizes();
+  labkit::TimingOptions sopt = b.opt;
+  sopt.budget_ms = b.quick ? 4 : 12;
+  sopt.min_repeats = b.quick ? 3 : 7;
+  t.row_ms.resize(runs);
+  t.diag_ms.resize(runs);
+  for (int run = 0; run < runs; ++run)
+    for (int n : t.sizes) {
+      if (t.have_diagonal) {
+        try {
+          const auto cmp = lab03::time_orderings(n, sopt);
+          t.row_ms[run].push_back(cmp.baseline.median_ms);
+          t.diag_ms[run].push_back(cmp.candidate.median_ms);
+          continue;
+        } catch (const labkit::NotImplemented& e) {
+          std::printf("\nsweep: diagonal %s (row-major only)\n", e.what());
+          t.have_diagonal = false;
+        }
+      }
+      // Row-major only (the student's tree before step 3): time it alone; the diagonal column repeats it.
+      labkit::DeviceBuffer<float> in(std::size_t(n) * n), out(std::size_t(n) * n);
+      labkit::fill_random_device(in.data(), in.size(), 3);
+      const double ms =
+          labkit::time_gpu([&](int) { lab03::transpose_rowmajor(n, n, in.data(), out.data()); }, sopt).median_ms;
+      t.row_ms[run].push_back(ms);
+      t.diag_ms[run].push_back(ms);
+    }
+  return t;
+}
+
+// The sweep's CSV rows and table, with the dips flagged.
+void report_sweep(std::ostream& csv, int runs, const SweepTimes& t) {
+  const auto& sizes = t.sizes;
+  const auto& row_ms = t.row_ms;
+  const auto& diag_ms = t.diag_ms;
+  const bool have_diagonal = t.have_diagonal;
+  // Dips are flagged on the median over runs (one noisy repeat should not make a dip), and that flag is written
+  // on every run's row of the size.
+  std::vector<double> row_med(sizes.size()), diag_med(sizes.size()), row_g(sizes.size()), diag_g(sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<double> r, d;
+    for (int run = 0; run < runs; ++run) r.push_back(row_ms[run][i]), d.push_back(diag_ms[run][i]);
+    row_med[i] = median(r);
+    diag_med[i] = median(d);
+    row_g[i] = lab03::transpose_gbs(sizes[i], row_med[i]);
+    diag_g[i] = lab03::transpose_gbs(sizes[i], diag_med[i]);
+  }
+  const auto row_dip = lab03::flag_dips(row_g), diag_dip = lab03::flag_dips(diag_g);
+  for (int run = 0; run < runs; ++run) {
+    if (have_diagonal) {
+      lab03::write_sweep_rows(csv, sizes, row_ms[run], diag_ms[run], row_dip, diag_dip, run);
+    } else {
+      for (std::size_t i = 0; i < sizes.size(); ++i)
+        csv << "03,sweep," << sizes[i] << "," << sizes[i] << "," << sizes[i] << ",rowmajor," << run << ","
+            << row_ms[run][i] << "," << lab03::transpose_gbs(sizes[i], row_ms[run][i]) << ",1,"
+            << int(row_dip[i]) << "\n";
+    }
+  }
+  std::printf("\ntranspose sweep (median of %d runs)\n%6s %10s %10s %8s  %s\n", runs, "n", "row GB/s", "diag GB/s",
+              "diag/row", "dips");
+  int dips = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const bool dd = have_diagonal && diag_dip[i];
+    dips += row_dip[i] + dd;
+    std::printf("%6d %10.1f %10.1f %8.3f  %s%s\n", sizes[i], row_g[i], have_diagonal ? diag_g[i] : 0.0,
+                have_diagonal ? row_med[i] / diag_med[i] : 0.0, row_dip[i] ? "DIP(row-major) " : "",
+                dd ? "DIP(diagonal)" : "");
+  }
+  std::printf("%d dip(s) flagged over %zu sizes\n", dips, sizes.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const labkit::BenchArgs args = labkit::parse_bench_args(argc, argv, "lab03", "lab03_bench.csv");
-  const std::string csv_path = args.csv;
-  const bool quick = args.quick;
-  std::ofstream csv(csv_path);
+  std::ofstream csv(args.csv);
   csv << lab03::kSweepCsvHeader << "\n";
-  const int runs = quick ? 1 : 3;
-  labkit::TimingOptions opt;
-  opt.warmup = 2;
-  opt.min_repeats = quick ? 3 : 10;
-  opt.budget_ms = quick ? 10 : 30;
-
-  // ---- offset ----
-  {
-    const std::size_t n = quick ? (std::size_t(1) << 23) : (std::size_t(1) << 25);
-    labkit::DeviceBuffer<float> in(n + lab03::kMaxOffset), out(n + lab03::kMaxOffset);
-    labkit::fill_random_device(in.data(), in.size(), 1);
-    std::printf("\noffset copy, n = %zu floats\n%8s %10s %9s %9s\n", n, "offset", "ms", "GB/s", "/off 0");
-    try {
-      for (int run = 0; run < runs; ++run) {
-        const double t_memcpy =
-            labkit::time_gpu([&](int) { LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), n * sizeof(float),
-                                                                    cudaMemcpyDeviceToDevice)); }, opt)
-                .median_ms;
-        copy_row(csv, "offset", n, 0, "memcpy_d2d", run, t_memcpy, 0);
-        double t0 = 0;
-        for (int off = 0; off <= lab03::kMaxOffset; ++off) {
-          const double ms =
-              labkit::time_gpu([&](int) { lab03::copy_offset(n, off, in.data(), out.data()); }, opt).median_ms;
-          if (off == 0) t0 = ms;
-          copy_row(csv, "offset", n, off, "copy_offset", run, ms, t0 / ms);
-          if (run == runs - 1) std::printf("%8d %10.4f %9.1f %9.3f\n", off, ms, gbs(n, ms), t0 / ms);
-        }
-        if (run == runs - 1) std::printf("%8s %10.4f %9.1f\n", "memcpy", t_memcpy, gbs(n, t_memcpy));
-      }
-    } catch (const labkit::NotImplemented& e) {
-      std::printf("  skipped: %s\n", e.what());
-    }
-  }
-
-  // ---- stride ----
-  {
-    const std::size_t n = quick ? (std::size_t(1) << 22) : (std::size_t(1) << 24);
-    labkit::DeviceBuffer<float> in((n - 1) * lab03::kMaxStride + 1), out(n);
-    labkit::fill_random_device(in.data(), in.size(), 2);
-    std::printf("\nstrided copy, n = %zu floats\n%8s %10s %9s %9s\n", n, "stride", "ms", "GB/s", "/str 1");
-    try {
-      for (int run = 0; run < runs; ++run) {
-        const double t_memcpy =
-            labkit::time_gpu([&](int) { LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), n * sizeof(float),
-                                                                    cudaMemcpyDeviceToDevice)); }, opt)
-                .median_ms;
-        copy_row(csv, "stride", n, 1, "memcpy_d2d", run, t_memcpy, 0);
-        double t1 = 0;
-        for (int stride = 1; stride <= lab03::kMaxStride; ++stride) {
-          const double ms =
-              labkit::time_gpu([&](int) { lab03::copy_strided(n, stride, in.data(), out.data()); }, opt).median_ms;
-          if (stride == 1) t1 = ms;
-          copy_row(csv, "stride", n, stride, "copy_strided", run, ms, t1 / ms);
-          if (run == runs - 1) std::printf("%8d %10.4f %9.1f %9.3f\n", stride, ms, gbs(n, ms), t1 / ms);
-        }
-        if (run == runs - 1) std::printf("%8s %10.4f %9.1f\n", "memcpy", t_memcpy, gbs(n, t_memcpy));
-      }
-    } catch (const labkit::NotImplemented& e) {
-      std::printf("  skipped: %s\n", e.what());
-    }
-  }
-
-  // ---- sweep ----
-  {
-    const auto sizes = lab03::sweep_sizes();
-    labkit::TimingOptions sopt = opt;
-    sopt.budget_ms = quick ? 4 : 12;
-    sopt.min_repeats = quick ? 3 : 7;
-    std::vector<std::vector<double>> row_ms(runs), diag_ms(runs);
-    bool have_diagonal = true;
-    for (int run = 0; run < runs; ++run)
-      for (int n : sizes) {
-        if (have_diagonal) {
-          try {
-            const auto cmp = lab03::time_orderings(n, sopt);
-            row_ms[run].push_back(cmp.baseline.median_ms);
-            diag_ms[run].push_back(cmp.candidate.median_ms);
-            continue;
-          } catch (const labkit::NotImplemented& e) {
-            std::printf("\nsweep: diagonal %s (row-major only)\n", e.what());
-            have_diagonal = false;
-          }
-        }
-        // Row-major only (the student's tree before step 3): time it alone; the diagonal column repeats it.
-        labkit::DeviceBuffer<float> in(std::size_t(n) * n), out(std::size_t(n) * n);
-        labkit::fill_random_device(in.data(), in.size(), 3);
-        const double ms =
-            labkit::time_gpu([&](int) { lab03::transpose_rowmajor(n, n, in.data(), out.data()); }, sopt).median_ms;
-        row_ms[run].push_back(ms);
-        diag_ms[run].push_back(ms);
-      }
-    // Dips are flagged on the median over runs (one noisy repeat should not make a dip), and that flag is written
-    // on every run's row of the size.
-    std::vector<double> row_med(sizes.size()), diag_med(sizes.size()), row_g(sizes.size()), diag_g(sizes.size());
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      std::vector<double> r, d;
-      for (int run = 0; run < runs; ++run) r.push_back(row_ms[run][i]), d.push_back(diag_ms[run][i]);
-      row_med[i] = median(r);
-      diag_med[i] = median(d);
-      row_g[i] = lab03::transpose_gbs(sizes[i], row_med[i]);
-      diag_g[i] = lab03::transpose_gbs(sizes[i], diag_med[i]);
-    }
-    const auto row_dip = lab03::flag_dips(row_g), diag_dip = lab03::flag_dips(diag_g);
-    for (int run = 0; run < runs; ++run) {
-      if (have_diagonal) {
-        lab03::write_sweep_rows(csv, sizes, row_ms[run], diag_ms[run], row_dip, diag_dip, run);
-      } else {
-        for (std::size_t i = 0; i < sizes.size(); ++i)
-          csv << "03,sweep," << sizes[i] << "," << sizes[i] << "," << sizes[i] << ",rowmajor," << run << ","
-              << row_ms[run][i] << "," << lab03::transpose_gbs(sizes[i], row_ms[run][i]) << ",1,"
-              << int(row_dip[i]) << "\n";
-      }
-    }
-    std::printf("\ntranspose sweep (median of %d runs)\n%6s %10s %10s %8s  %s\n", runs, "n", "row GB/s", "diag GB/s",
-                "diag/row", "dips");
-    int dips = 0;
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      const bool dd = have_diagonal && diag_dip[i];
-      dips += row_dip[i] + dd;
-      std::printf("%6d %10.1f %10.1f %8.3f  %s%s\n", sizes[i], row_g[i], have_diagonal ? diag_g[i] : 0.0,
-                  have_diagonal ? row_med[i] / diag_med[i] : 0.0, row_dip[i] ? "DIP(row-major) " : "",
-                  dd ? "DIP(diagonal)" : "");
-    }
-    std::printf("%d dip(s) flagged over %zu sizes\n", dips, sizes.size());
-  }
-  std::cout << "wrote " << csv_path << "\n";
+  const Bench b = make_bench(csv, args.quick);
+  bench_offset(b);
+  bench_stride(b);
+  report_sweep(csv, b.runs, time_sweep(b));
+  std::cout << "wrote " << args.csv << "\n";
   return 0;
 }

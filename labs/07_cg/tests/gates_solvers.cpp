@@ -23,6 +23,58 @@ struct Problem {
 };
 
 
+// The verdict that depends on what the problem expects: convergence (true residual, iteration count near the CPU
+// reference's, the known solution), exactly max_iter iterations (x equal to the CPU's iterate), not_spd, or no
+// convergence on a singular problem.
+void check_expected(const Problem& pr, const lab07::CgResult& res, const std::vector<double>& hx, double truth,
+                    const std::string& ctx) {
+  switch (pr.expect) {
+    case Expect::converge: {
+      if (!res.converged()) FAIL(ctx << ": did not converge: " << res.message);
+      if (!(truth <= 1.1 * pr.tol + 1e-15))
+        FAIL(ctx << ": reports convergence, but the true residual of x is " << truth << " > tolerance " << pr.tol);
+      const auto ref = labkit::cg_ref(pr.A, pr.b, pr.tol, pr.max_iter);
+      // Same algorithm, different rounding: the iteration counts agree closely (a wrong alpha or beta costs many
+      // more; running on past convergence inside a graph batch shows up as extra iterations).
+      const int slack = std::max(5, ref.iterations / 10);
+      if (std::abs(res.iterations - ref.iterations) > slack)
+        FAIL(ctx << ": converged in " << res.iterations << " iterations, the CPU reference CG in " << ref.iterations
+                 << " (allowed difference " << slack << "): check alpha = r^T r / p^T A p, beta = r_new^T r_new / "
+                 << "r^T r, p = r + beta p, and that no iteration runs after convergence");
+      if (!pr.exact.empty()) {
+        double err = 0;
+        for (std::size_t i = 0; i < hx.size(); ++i) err = std::max(err, std::fabs(hx[i] - pr.exact[i]));
+        if (err > 1e-4) FAIL(ctx << ": max |x - x_exact| = " << err << " (b = A * ones, so x should be all ones)");
+      }
+      break;
+    }
+    case Expect::max_iterations: {
+      if (res.status != labkit::CgStatus::max_iterations || res.iterations != pr.max_iter)
+        FAIL(ctx << ": expected status max_iterations after exactly " << pr.max_iter << " iterations, got "
+                 << labkit::to_string(res.status) << " after " << res.iterations);
+      // Exactly max_iter iterations of the same recurrence: x matches the CPU reference's x after as many.
+      const auto ref = labkit::cg_ref(pr.A, pr.b, 0.0, pr.max_iter);
+      labkit::CheckOptions o;
+      o.name = "x after " + std::to_string(pr.max_iter) + " iterations";
+      // A few iterations of CG on a well-conditioned start amplify rounding only mildly: 1e-9 relative leaves
+      // orders of magnitude over double rounding and is far below a wrong alpha or beta (errors of O(1)).
+      o.tolerance = 1e-9;
+      labkit::gate::require(labkit::check_close(hx, ref.x, o), ctx + " (compared with labkit::cg_ref)");
+      break;
+    }
+    case Expect::not_spd:
+      if (res.status != labkit::CgStatus::not_spd)
+        FAIL(ctx << ": A is negative definite, so p^T A p < 0 at the first iteration: expected status not_spd, got "
+                 << labkit::to_string(res.status) << " (" << res.message << ")");
+      break;
+    case Expect::not_converged:
+      if (res.converged())
+        FAIL(ctx << ": A is singular and b is not in its range: no x solves it, yet the solver reports "
+                 << "convergence with true residual " << truth);
+      break;
+  }
+}
+
 void check_solve(Solver s, const Problem& pr) {
   const std::string ctx = std::string(name(s)) + ", " + pr.label + " (" + describe(pr.A) + ", tol " +
                           std::to_string(pr.tol) + ", max_iter " + std::to_string(pr.max_iter) + ")";
@@ -72,51 +124,7 @@ void check_solve(Solver s, const Problem& pr) {
     FAIL(ctx << ": relative_residual reports " << res.relative_residual << ", but ||b - A x|| / ||b|| of the x "
              << "returned is " << truth << ": report the TRUE residual of x (spmv, b - Ax, its norm)");
 
-  switch (pr.expect) {
-    case Expect::converge: {
-      if (!res.converged()) FAIL(ctx << ": did not converge: " << res.message);
-      if (!(truth <= 1.1 * pr.tol + 1e-15))
-        FAIL(ctx << ": reports convergence, but the true residual of x is " << truth << " > tolerance " << pr.tol);
-      const auto ref = labkit::cg_ref(pr.A, pr.b, pr.tol, pr.max_iter);
-      // Same algorithm, different rounding: the iteration counts agree closely (a wrong alpha or beta costs many
-      // more; running on past convergence inside a graph batch shows up as extra iterations).
-      const int slack = std::max(5, ref.iterations / 10);
-      if (std::abs(res.iterations - ref.iterations) > slack)
-        FAIL(ctx << ": converged in " << res.iterations << " iterations, the CPU reference CG in " << ref.iterations
-                 << " (allowed difference " << slack << "): check alpha = r^T r / p^T A p, beta = r_new^T r_new / "
-                 << "r^T r, p = r + beta p, and that no iteration runs after convergence");
-      if (!pr.exact.empty()) {
-        double err = 0;
-        for (std::size_t i = 0; i < hx.size(); ++i) err = std::max(err, std::fabs(hx[i] - pr.exact[i]));
-        if (err > 1e-4) FAIL(ctx << ": max |x - x_exact| = " << err << " (b = A * ones, so x should be all ones)");
-      }
-      break;
-    }
-    case Expect::max_iterations: {
-      if (res.status != labkit::CgStatus::max_iterations || res.iterations != pr.max_iter)
-        FAIL(ctx << ": expected status max_iterations after exactly " << pr.max_iter << " iterations, got "
-                 << labkit::to_string(res.status) << " after " << res.iterations);
-      // Exactly max_iter iterations of the same recurrence: x matches the CPU reference's x after as many.
-      const auto ref = labkit::cg_ref(pr.A, pr.b, 0.0, pr.max_iter);
-      labkit::CheckOptions o;
-      o.name = "x after " + std::to_string(pr.max_iter) + " iterations";
-      // A few iterations of CG on a well-conditioned start amplify rounding only mildly: 1e-9 relative leaves
-      // orders of magnitude over double rounding and is far below a wrong alpha or beta (errors of O(1)).
-      o.tolerance = 1e-9;
-      labkit::gate::require(labkit::check_close(hx, ref.x, o), ctx + " (compared with labkit::cg_ref)");
-      break;
-    }
-    case Expect::not_spd:
-      if (res.status != labkit::CgStatus::not_spd)
-        FAIL(ctx << ": A is negative definite, so p^T A p < 0 at the first iteration: expected status not_spd, got "
-                 << labkit::to_string(res.status) << " (" << res.message << ")");
-      break;
-    case Expect::not_converged:
-      if (res.converged())
-        FAIL(ctx << ": A is singular and b is not in its range: no x solves it, yet the solver reports "
-                 << "convergence with true residual " << truth);
-      break;
-  }
+  check_expected(pr, res, hx, truth, ctx);
   // Deterministic kernels: a second solve gives the same x and the same iteration count.
   const lab07::CgResult again = once();
   if (again.iterations != res.iterations || again.status != res.status)
@@ -132,10 +140,11 @@ std::vector<double> ones_rhs(const labkit::Csr& A) { return labkit::spmv_ref(A, 
 
 
 
-std::vector<Problem> problems(Solver s) {
+// Problems that must converge: 2D/3D Poisson and random SPD matrices with random b, Matrix Market files the gate
+// writes and reads back (b = A * ones, so x is known), and hand-written Matrix Market text.
+void add_converging(Solver s, std::vector<Problem>& ps) {
   const std::string tag = s == Solver::loop ? "4" : "6";
   auto seed = [&](const std::string& l) { return labkit::gate::seed("step" + tag + " " + l); };
-  std::vector<Problem> ps;
   auto add = [&](Problem p) { ps.push_back(std::move(p)); };
   {
     Problem p{"2D Poisson 40 x 30, random b", labkit::poisson2d(40, 30), {}};
@@ -186,6 +195,13 @@ std::vector<Problem> problems(Solver s) {
     Problem p{"hand-written Matrix Market text", labkit::parse_matrix_market(text, "tridiag.mtx"), {1, 2, 3, 4, 5}};
     add(std::move(p));
   }
+}
+
+// The edges and the failures: b = 0, max_iter 0 and 13, a negative definite matrix, two singular ones.
+void add_edge_cases(Solver s, std::vector<Problem>& ps) {
+  const std::string tag = s == Solver::loop ? "4" : "6";
+  auto seed = [&](const std::string& l) { return labkit::gate::seed("step" + tag + " " + l); };
+  auto add = [&](Problem p) { ps.push_back(std::move(p)); };
   {
     Problem p{"b = 0", labkit::poisson2d(10, 10), std::vector<double>(100, 0.0)};
     add(std::move(p));
@@ -234,6 +250,12 @@ std::vector<Problem> problems(Solver s) {
     p.expect = Expect::not_converged;
     add(std::move(p));
   }
+}
+
+std::vector<Problem> problems(Solver s) {
+  std::vector<Problem> ps;
+  add_converging(s, ps);
+  add_edge_cases(s, ps);
   return ps;
 }
 
