@@ -1,3 +1,5 @@
+// The Matrix Market reader and writer of labkit/mmio.h, one file of about 500 lines: the writer must produce what
+// the reader accepts, and fuzz/CMakeLists.txt builds this file alone (with sparse.cpp) to fuzz both in a round trip.
 #include "labkit/mmio.h"
 
 #include <algorithm>

@@ -2,6 +2,10 @@
 // small state (rr, p^T A p, alpha, beta, the stop reason) and updates it from the all-reduced sums with the same
 // kernels, so all parts agree bit for bit without asking the host; the host launches opt.graph_iterations
 // iterations and then reads part 0's state once (lab 07 step 6's idea, across devices).
+// Longer than the project's ~500-line guide on purpose: a step is one file that a student reads whole and diffs
+// against the step before (docs/student-guide.md). This one repeats step3_halo.cu's kernels, halo exchange and host
+// helpers instead of sharing them, so that `diff step3_halo.cu step4_device_scalars.cu` shows what keeping the
+// scalars on the devices changes.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
