@@ -58,66 +58,55 @@ Bench make_bench(std::ofstream& csv, bool quick) {
   return b;
 }
 
-// ---- offset ----
-void bench_offset(const Bench& b) {
-  std::ostream& csv = b.csv;
-  const int runs = b.runs;
-  const labkit::TimingOptions& opt = b.opt;
-  const std::size_t n = b.quick ? (std::size_t(1) << 23) : (std::size_t(1) << 25);
-  labkit::DeviceBuffer<float> in(n + lab03::kMaxOffset), out(n + lab03::kMaxOffset);
-  labkit::fill_random_device(in.data(), in.size(), 1);
-  std::printf("\noffset copy, n = %zu floats\n%8s %10s %9s %9s\n", n, "offset", "ms", "GB/s", "/off 0");
+// ---- offset and stride ----
+// One copy kernel over a range of its parameter (the offset 0..32 or the stride 1..32), each value's GB/s also
+// relative to the first one, and cudaMemcpy of the same useful bytes as the ceiling.
+struct CopySeries {
+  const char* kind;     // the CSV's case and the table's first column: "offset" | "stride"
+  const char* title;    // "offset copy" | "strided copy"
+  const char* versus;   // the ratio column's heading
+  const char* variant;  // the CSV's variant for the kernel
+  std::size_t n, in_size, out_size;
+  unsigned seed;
+  int first, last;
+  std::function<void(std::size_t, int, const float*, float*)> copy;
+};
+
+void bench_copies(const Bench& b, const CopySeries& c) {
+  labkit::DeviceBuffer<float> in(c.in_size), out(c.out_size);
+  labkit::fill_random_device(in.data(), in.size(), c.seed);
+  std::printf("\n%s, n = %zu floats\n%8s %10s %9s %9s\n", c.title, c.n, c.kind, "ms", "GB/s", c.versus);
   try {
-    for (int run = 0; run < runs; ++run) {
+    for (int run = 0; run < b.runs; ++run) {
       const double t_memcpy =
-          labkit::time_gpu([&](int) { LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), n * sizeof(float),
-                                                                  cudaMemcpyDeviceToDevice)); }, opt)
+          labkit::time_gpu([&](int) { LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), c.n * sizeof(float),
+                                                                  cudaMemcpyDeviceToDevice)); }, b.opt)
               .median_ms;
-      copy_row(csv, "offset", n, 0, "memcpy_d2d", run, t_memcpy, 0);
-      double t0 = 0;
-      for (int off = 0; off <= lab03::kMaxOffset; ++off) {
-        const double ms =
-            labkit::time_gpu([&](int) { lab03::copy_offset(n, off, in.data(), out.data()); }, opt).median_ms;
-        if (off == 0) t0 = ms;
-        copy_row(csv, "offset", n, off, "copy_offset", run, ms, t0 / ms);
-        if (run == runs - 1) std::printf("%8d %10.4f %9.1f %9.3f\n", off, ms, gbs(n, ms), t0 / ms);
+      copy_row(b.csv, c.kind, c.n, c.first, "memcpy_d2d", run, t_memcpy, 0);
+      double t_first = 0;
+      for (int v = c.first; v <= c.last; ++v) {
+        const double ms = labkit::time_gpu([&](int) { c.copy(c.n, v, in.data(), out.data()); }, b.opt).median_ms;
+        if (v == c.first) t_first = ms;
+        copy_row(b.csv, c.kind, c.n, v, c.variant, run, ms, t_first / ms);
+        if (run == b.runs - 1) std::printf("%8d %10.4f %9.1f %9.3f\n", v, ms, gbs(c.n, ms), t_first / ms);
       }
-      if (run == runs - 1) std::printf("%8s %10.4f %9.1f\n", "memcpy", t_memcpy, gbs(n, t_memcpy));
+      if (run == b.runs - 1) std::printf("%8s %10.4f %9.1f\n", "memcpy", t_memcpy, gbs(c.n, t_memcpy));
     }
   } catch (const labkit::NotImplemented& e) {
     std::printf("  skipped: %s\n", e.what());
   }
 }
 
-// ---- stride ----
+void bench_offset(const Bench& b) {
+  const std::size_t n = b.quick ? (std::size_t(1) << 23) : (std::size_t(1) << 25);
+  bench_copies(b, {"offset", "offset copy", "/off 0", "copy_offset", n, n + lab03::kMaxOffset, n + lab03::kMaxOffset,
+                   1, 0, lab03::kMaxOffset, lab03::copy_offset});
+}
+
 void bench_stride(const Bench& b) {
-  std::ostream& csv = b.csv;
-  const int runs = b.runs;
-  const labkit::TimingOptions& opt = b.opt;
   const std::size_t n = b.quick ? (std::size_t(1) << 22) : (std::size_t(1) << 24);
-  labkit::DeviceBuffer<float> in((n - 1) * lab03::kMaxStride + 1), out(n);
-  labkit::fill_random_device(in.data(), in.size(), 2);
-  std::printf("\nstrided copy, n = %zu floats\n%8s %10s %9s %9s\n", n, "stride", "ms", "GB/s", "/str 1");
-  try {
-    for (int run = 0; run < runs; ++run) {
-      const double t_memcpy =
-          labkit::time_gpu([&](int) { LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), n * sizeof(float),
-                                                                  cudaMemcpyDeviceToDevice)); }, opt)
-              .median_ms;
-      copy_row(csv, "stride", n, 1, "memcpy_d2d", run, t_memcpy, 0);
-      double t1 = 0;
-      for (int stride = 1; stride <= lab03::kMaxStride; ++stride) {
-        const double ms =
-            labkit::time_gpu([&](int) { lab03::copy_strided(n, stride, in.data(), out.data()); }, opt).median_ms;
-        if (stride == 1) t1 = ms;
-        copy_row(csv, "stride", n, stride, "copy_strided", run, ms, t1 / ms);
-        if (run == runs - 1) std::printf("%8d %10.4f %9.1f %9.3f\n", stride, ms, gbs(n, ms), t1 / ms);
-      }
-      if (run == runs - 1) std::printf("%8s %10.4f %9.1f\n", "memcpy", t_memcpy, gbs(n, t_memcpy));
-    }
-  } catch (const labkit::NotImplemented& e) {
-    std::printf("  skipped: %s\n", e.what());
-  }
+  bench_copies(b, {"stride", "strided copy", "/str 1", "copy_strided", n, (n - 1) * lab03::kMaxStride + 1, n, 2, 1,
+                   lab03::kMaxStride, lab03::copy_strided});
 }
 
 // ---- sweep ----

@@ -43,6 +43,18 @@ struct TimedSaxpy {
   std::vector<float> y0() const { return host_random(c.n, sy(last)); }
 };
 
+// The baseline every speed gate here measures against, which the student cannot change: the gate's own cudaMemcpy
+// device-to-device of 6n bytes, as many bytes moved as a saxpy of n floats. The timing options below are shared too.
+struct CopyBaseline {
+  std::size_t bytes;
+  labkit::DeviceBuffer<unsigned char> src, dst;
+  explicit CopyBaseline(std::size_t n) : bytes(6 * n), src(bytes), dst(bytes) { src.fill_bytes(1); }
+  void operator()(int) { LABKIT_CUDA(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice)); }
+};
+
+// warmup 2, min_repeats 10, max_repeats 200 (the default), budget_ms 150.
+labkit::TimingOptions speed_options() { return {2, 10, 200, 150}; }
+
 void check_saxpy_speed(Saxpy step) {
   const std::size_t n = kTimed;
   SaxpyCase c(n, false);
@@ -52,13 +64,8 @@ void check_saxpy_speed(Saxpy step) {
     labkit::gate::require(check_saxpy(c.dy.download(), c.a, c.x, c.y0),
                           std::string(kStepName[int(step)]) + " at the timed size " + size_str(n));
   }
-  const std::size_t copy_bytes = 6 * n;
-  labkit::DeviceBuffer<unsigned char> src(copy_bytes), dst(copy_bytes);
-  src.fill_bytes(1);
-  labkit::TimingOptions opt;
-  opt.warmup = 2;
-  opt.min_repeats = 10;
-  opt.budget_ms = 150;
+  CopyBaseline copy(n);
+  const labkit::TimingOptions opt = speed_options();
   TimedSaxpy t{c};
   labkit::TimedCase tc;
   tc.refresh = [&](int k) { t.refresh(k); };
@@ -68,11 +75,8 @@ void check_saxpy_speed(Saxpy step) {
                           std::string(kStepName[int(step)]) + ", the last timed call (inputs it had not seen), " +
                               size_str(n));
   };
-  const auto cmp = labkit::compare_speed(
-      [&](int) {
-        LABKIT_CUDA(cudaMemcpyAsync(dst.data(), src.data(), copy_bytes, cudaMemcpyDeviceToDevice));
-      },
-      [&](int) { run(step, n, c.a, c.xd(), c.yd()); }, tc, opt);
+  const auto cmp = labkit::compare_speed([&](int k) { copy(k); }, [&](int) { run(step, n, c.a, c.xd(), c.yd()); },
+                                         tc, opt);
   labkit::gate::require_speedup(cmp, "cudaMemcpy D2D of the same bytes", kStepName[int(step)], 12.0 * n / 1e9, "GB");
 }
 
@@ -114,13 +118,8 @@ TEST_CASE("step5b.speed", "[lab05][step5b][speed]") {
     labkit::gate::require(check_saxpy(y, c.a, c.x, c.y0), ctx);
     labkit::gate::require(check_norm(norm, labkit::norm2_ref(y), "||y||_2"), ctx);
   }
-  const std::size_t copy_bytes = 6 * n;
-  labkit::DeviceBuffer<unsigned char> src(copy_bytes), dst(copy_bytes);
-  src.fill_bytes(1);
-  labkit::TimingOptions opt;
-  opt.warmup = 2;
-  opt.min_repeats = 10;
-  opt.budget_ms = 150;
+  CopyBaseline baseline(n);
+  const labkit::TimingOptions opt = speed_options();
   TimedSaxpy t{c};
   double last_norm = 0;
   labkit::TimedCase tc;
@@ -132,7 +131,7 @@ TEST_CASE("step5b.speed", "[lab05][step5b][speed]") {
     labkit::gate::require(check_saxpy(y, c.a, t.x(), t.y0()), ctx);
     labkit::gate::require(check_norm(last_norm, labkit::norm2_ref(y), "||y||_2"), ctx);
   };
-  auto copy = [&](int) { LABKIT_CUDA(cudaMemcpyAsync(dst.data(), src.data(), copy_bytes, cudaMemcpyDeviceToDevice)); };
+  auto copy = [&](int k) { baseline(k); };
   const auto cmp = labkit::compare_speed(
       copy, [&](int) { last_norm = lab05::saxpy_norm_fused(n, c.a, c.xd(), c.yd()); }, tc, opt);
   try {  // information only: a few calls of the unfused version against the same copy
