@@ -1,4 +1,8 @@
+// The graded run: starts the gate binary (in the sandbox), reads its result channel, enforces the time limits,
+// restarts it after a crash and turns what happened into each gate's verdict. The memory and race checks, which run
+// the same loop under compute-sanitizer, are in sanitizers.cpp.
 #include "runner.h"
+#include "runner_internal.h"
 
 #include "progress.h"
 
@@ -10,20 +14,31 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <exception>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <regex>
 #include <set>
 #include <thread>
 
 namespace labgrade {
 
-namespace {
+namespace detail {
 
-using Clock = std::chrono::steady_clock;
-double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+void add_note(LabResult& lab, const std::string& note) {
+  if (lab.notes.size() < 20) lab.notes.push_back(note);
+}
+
+std::string limit_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+}  // namespace detail
+
+using detail::add_note;
+using detail::Clock;
+using detail::limit_text;
+using detail::secs;
+
+namespace {
 
 enum class Kill { none, gate_timeout, stall_timeout, lab_timeout };
 
@@ -58,12 +73,6 @@ std::string output_tail(const fs::path& log) {
   auto lines = split_lines(tail);
   if (lines.size() > 12) lines.erase(lines.begin(), lines.end() - 12);
   return "\n--- last lines of its console output ---\n" + join(lines, "\n");
-}
-
-std::string limit_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", s);
-  return buf;
 }
 
 double quiet_limit(const GateRunSpec& spec) {
@@ -303,10 +312,6 @@ std::size_t resolve(LabResult& lab, const Attempt& a, const GateRunSpec& spec, s
   return resolved;
 }
 
-void add_note(LabResult& lab, const std::string& note) {
-  if (lab.notes.size() < 20) lab.notes.push_back(note);
-}
-
 // The attempt loop shared by the graded run and the sanitizer runs.
 void run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> gate_ids,
               std::vector<Attempt>* attempts) {
@@ -413,305 +418,13 @@ void run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::string>
   run_loop(lab, spec, gate_ids, nullptr);
 }
 
-namespace {
-
-// Sets one variable of the process's environment (on top of the inherited one in local grading).
-void set_env(ProcessSpec& p, const std::string& key, const std::string& value) {
-  p.env.erase(std::remove_if(p.env.begin(), p.env.end(), [&](const auto& kv) { return kv.first == key; }),
-              p.env.end());
-  p.env.emplace_back(key, value);
-}
-
-std::string excerpt(const std::string& text, std::size_t max_lines) {
-  std::vector<std::string> out;
-  for (auto& l : split_lines(text)) {
-    if (!starts_with(l, "=========")) continue;
-    std::string s = trim(l.substr(9));
-    if (s.empty() || starts_with(s, "ERROR SUMMARY") || starts_with(s, "COMPUTE-SANITIZER")) continue;
-    out.push_back(s);
-    if (out.size() == max_lines) break;
-  }
-  return sanitize_utf8(join(out, "\n"));
-}
-
-}  // namespace
-
-void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& tool, bool strict) {
-  std::vector<std::string> ids;
-  for (const auto& g : lab.gates) {
-    bool kind_ok = tool == "racecheck" ? g.kind == "correctness" : (g.kind == "correctness" || g.kind == "cpu");
-    bool ran = g.status == Status::passed || g.status == Status::failed || g.status == Status::crashed;
-    if (kind_ok && ran) ids.push_back(g.id);
-  }
-  if (ids.empty()) {
-    add_note(lab, "compute-sanitizer " + tool + ": no gate to check (nothing ran, e.g. no CUDA device)");
-    return;
-  }
-  auto sanitizer = find_program("compute-sanitizer", {"/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer"});
-  if (!sanitizer) {
-    add_note(lab, "compute-sanitizer not found on PATH: --sanitize skipped (it comes with the CUDA toolkit)");
-    return;
-  }
-  // One process per gate: the sanitizer's log has no gate markers, so this is what makes every report belong
-  // to exactly one gate. Its reports go to the console log (a file only the grader can reach), not to
-  // --log-file in the submission's writable folder, where the submission could rewrite them.
-  GateRunSpec s = spec;
-  s.prefix = {sanitizer->string(), "--tool", tool, "--print-limit", "20", "--target-processes", "all"};
-  s.gate_time_limit_s = spec.gate_time_limit_s * 10;  // instrumented kernels run 10-100x slower
-  s.time_limit_s = spec.gate_time_limit_s * 10 + 60;
-  // ... or far slower (racecheck on a 2048^3 tiled matmul: many minutes): with LABKIT_SANITIZER set, the gates
-  // leave out their largest cases (labkit::gate::under_sanitizer); the small and odd ones check bounds and races.
-  set_env(s.process, "LABKIT_SANITIZER", tool);
-  int total = 0;
-  std::string first_reports;
-  for (const auto& id : ids) {
-    s.log_tag = tool + "-" + safe_file_name(id) + "-";
-    LabResult scratch = lab;  // the sanitized run's own verdicts do not replace the graded ones
-    std::vector<Attempt> attempts;
-    run_loop(scratch, s, {id}, &attempts);
-    int errors = 0;
-    std::string reports;
-    for (const auto& a : attempts) {
-      std::string text = read_file_limited(a.log, 16u << 20, false);
-      errors += sanitizer_error_count(text);
-      if (reports.empty()) reports = excerpt(text, 6);
-    }
-    if (errors == 0) continue;
-    total += errors;
-    if (first_reports.empty()) first_reports = reports;
-    for (auto& g : lab.gates) {
-      if (g.id != id) continue;
-      std::string finding =
-          tool + ": " + std::to_string(errors) + " error(s)" + (reports.empty() ? "" : "\n" + reports);
-      g.sanitizer += (g.sanitizer.empty() ? "" : "\n") + finding;
-      if (strict && g.status == Status::passed) {
-        g.status = Status::failed;
-        g.message = "compute-sanitizer " + finding;
-      }
-    }
-  }
-  lab.sanitizer.push_back({tool, total, first_reports});
-  add_note(lab, "compute-sanitizer " + tool + ": " + std::to_string(total) + " error(s) over " +
-                    std::to_string(ids.size()) + " gate(s), one process per gate");
-}
-
-int sanitizer_error_count(const std::string& log) {
-  static const std::regex summary(R"(ERROR SUMMARY: (\d+) error)");
-  static const std::regex race(R"(RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?)");
-  int from_summary = 0;
-  for (const auto* re : {&summary, &race})
-    for (auto it = std::sregex_iterator(log.begin(), log.end(), *re); it != std::sregex_iterator(); ++it)
-      from_summary = std::max(from_summary, std::stoi((*it)[1].str()));
-  // The reports themselves: memcheck's "Invalid __global__ write of size 4 bytes", "Misaligned ...", "Out-of-range
-  // ...", racecheck's "Error: Race reported between ...". "Error: process didn't terminate successfully" is the
-  // gate binary's own exit code (a failed gate), not a finding.
-  int reports = 0;
-  for (const auto& line : split_lines(log)) {
-    if (!starts_with(line, "========= ")) continue;
-    const std::string s = line.substr(10);
-    if (starts_with(s, "Invalid ") || starts_with(s, "Misaligned ") || starts_with(s, "Out-of-range ") ||
-        starts_with(s, "Error: Race reported"))
-      ++reports;
-  }
-  return std::max(from_summary, reports);
-}
-
-namespace {
-
-struct ToolOutcome {
-  int errors = 0;
-  std::string excerpt;
-  bool finished = true;  // every gate of the run reached its end within the time limit
-  bool started = false;  // a GPU gate ran to its end under the sanitizer (a cpu gate alone checks no kernel)
-  std::string why_not;   // when none did: what the first gate's outcome said
-  int checked = 0;       // gates that ran to their end (passed or failed: their verdicts are thrown away)
-  std::vector<std::string> unchecked;  // "id (status: why)" for gates that were skipped, crashed or missing
-  double seconds = 0;
-};
-
-// One process under `tool` for `ids`, with the gates' own verdicts thrown away (the graded run decided those).
-ToolOutcome sanitize_once(const LabResult& lab, const GateRunSpec& base, const std::string& tool,
-                          const std::vector<std::string>& ids, const std::string& tag, double time_limit_s) {
-  GateRunSpec s = base;
-  s.prefix = {base.prefix.empty() ? "compute-sanitizer" : base.prefix.front(), "--tool", tool, "--print-limit", "20",
-              "--target-processes", "all",
-              // API errors (cudaErrorNotReady from a polling query...) are the gates' business, not a finding.
-              "--report-api-errors", "no"};
-  s.gate_time_limit_s = base.gate_time_limit_s * 10;  // instrumented kernels run 10-100x slower
-  s.time_limit_s = time_limit_s;
-  s.log_tag = tag;
-  if (base.on_gate_start)
-    s.on_gate_start = [show = base.on_gate_start, tool](const std::string& gate) { show(gate + " (" + tool + ")"); };
-  set_env(s.process, "LABKIT_SANITIZER", tool);
-  set_env(s.process, "LABKIT_SANITIZER_SMALL", "1");  // labkit::gate::SanitizerCap keeps a sixteenth of its cap
-  LabResult scratch = lab;
+std::vector<detail::AttemptLog> detail::run_gates_logged(LabResult& lab, const GateRunSpec& spec,
+                                                          const std::vector<std::string>& gate_ids) {
   std::vector<Attempt> attempts;
-  run_loop(scratch, s, ids, &attempts);
-  ToolOutcome out;
-  for (const auto& a : attempts) {
-    out.seconds += a.seconds;
-    std::string text = read_file_limited(a.log, 16u << 20, false);
-    out.errors += sanitizer_error_count(text);
-    if (out.excerpt.empty()) out.excerpt = excerpt(text, 6);
-  }
-  bool any_gpu = false, gpu_ran = false;
-  for (const auto& g : scratch.gates) {
-    if (std::find(ids.begin(), ids.end(), g.id) == ids.end()) continue;
-    const bool ran = g.status == Status::passed || g.status == Status::failed;
-    const bool gpu = g.kind != "cpu";
-    any_gpu = any_gpu || gpu;
-    gpu_ran = gpu_ran || (gpu && ran);
-    out.checked += ran;
-    if (g.status == Status::timeout) out.finished = false;  // said once for the run, not per gate
-    else if (!ran)
-      out.unchecked.push_back(g.id + " (" + to_string(g.status) + ": " + trim_message(g.message, 1, 160) + ")");
-    if (!ran && out.why_not.empty()) out.why_not = trim_message(g.message, 3, 300);
-  }
-  // A run in which only cpu gates got to their end checked no kernel: that is not a clean check.
-  out.started = out.checked > 0 && (gpu_ran || !any_gpu);
-  return out;
-}
-
-}  // namespace
-
-namespace {
-
-// What one tool found over a lab, gathered on its own thread and merged into the lab afterwards.
-struct ToolReport {
-  std::string tool;
-  std::vector<std::string> notes;
-  std::map<std::string, std::string> findings;  // gate id -> "memcheck: 2 error(s)\n<excerpt>"
-  std::vector<SanitizerFinding> summary;        // lab.sanitizer entries
-};
-
-ToolReport check_with_tool(const LabResult& lab, const GateRunSpec& base, const std::string& tool,
-                           double time_limit_s) {
-  ToolReport r;
-  r.tool = tool;
-  auto eligible = [&](const GateResult& g) {
-    bool kind_ok = g.kind == "correctness" || (tool == "memcheck" && g.kind == "cpu");
-    return kind_ok && g.status == Status::passed;
-  };
-  // Visible and hidden gates apart, as in the graded run: a hidden gate's report never reaches a visible gate.
-  for (const bool hidden : {false, true}) {
-    std::vector<std::string> ids;
-    for (const auto& g : lab.gates)
-      if (g.hidden == hidden && eligible(g)) ids.push_back(g.id);
-    if (ids.empty()) continue;
-    const std::string tag = tool + (hidden ? "-hidden-" : "-");
-    ToolOutcome all = sanitize_once(lab, base, tool, ids, tag + "all-", time_limit_s);
-    char took[32];
-    std::snprintf(took, sizeof took, "%.1f s", all.seconds);
-    if (!all.started && all.errors == 0) {
-      // Nothing ran to its end (the sanitizer could not start the gate binary, or died at once): say so rather
-      // than "no error", and hold nothing against the gates.
-      r.notes.push_back(tool + ": the memory and race checks could not run the gates (" + all.why_not + ")");
-      continue;
-    }
-    std::string note = tool + ": " + std::to_string(all.checked) + (hidden ? " hidden" : "") +
-                       " gate(s) checked in " + took;
-    if (!all.unchecked.empty()) {
-      // Gates that did not run to their end under the sanitizer were not checked: say which and why, so that a
-      // clean note never hides them.
-      note += "; not checked: ";
-      for (std::size_t i = 0; i < all.unchecked.size() && i < 3; ++i) note += (i ? "; " : "") + all.unchecked[i];
-      if (all.unchecked.size() > 3) note += "; and " + std::to_string(all.unchecked.size() - 3) + " more";
-    }
-    if (!all.finished)
-      note += "; the check's time limit (" + limit_text(time_limit_s) +
-              ", the rubric's sanitizer_time_limit_s) ran out before every gate was checked";
-    if (all.errors == 0) {
-      r.notes.push_back(note + ", no error");
-      continue;
-    }
-    // Which gate? One process per gate, each with the same time limit, until the budget of three runs is spent.
-    int attributed = 0;
-    double spent = 0;
-    for (const auto& id : ids) {
-      if (spent > 3 * time_limit_s) break;
-      ToolOutcome one = sanitize_once(lab, base, tool, {id}, tag + safe_file_name(id) + "-", time_limit_s);
-      spent += one.seconds;
-      if (one.errors == 0) continue;
-      attributed += one.errors;
-      r.findings[id] = tool + ": " + std::to_string(one.errors) + " error(s)" +
-                       (one.excerpt.empty() ? "" : "\n" + one.excerpt);
-    }
-    r.summary.push_back({tool, std::max(all.errors, attributed), all.excerpt});
-    note += ", " + std::to_string(all.errors) + " error(s)";
-    if (attributed == 0) note += " that no single gate reproduced on its own (nothing failed for them)";
-    r.notes.push_back(note);
-  }
-  return r;
-}
-
-}  // namespace
-
-void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
-  if (!spec.sanitizer_checks) return;
-  bool any_gpu = false;
-  for (const auto& g : lab.gates) any_gpu = any_gpu || (g.kind == "correctness" && g.status == Status::passed);
-  if (!any_gpu) return;  // nothing ran on a GPU (no device): nothing for a sanitizer to see
-  auto sanitizer = find_program("compute-sanitizer", {"/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer"});
-  if (!sanitizer) {
-    add_note(lab, "memory and race checks not done: compute-sanitizer was not found (it comes with the CUDA toolkit; "
-                  "labgrade doctor says where it looks)");
-    return;
-  }
-  GateRunSpec base = spec;
-  base.prefix = {sanitizer->string()};
-  // Both tools run as the submission's one dedicated uid. The sweep of that uid at the end of one tool's gate
-  // process would kill the other tool's running gate (on two H200s, in a batch, racecheck lost its first gate in
-  // every submission that way: "crashed (SIGKILL)", not checked), so the sweep waits until both have ended.
-  base.process.sweep_uid = false;
-  // memcheck and racecheck run at the same time: the speed gates are over, the checks only read correctness, and
-  // an instrumented run is bound by the sanitizer's host-side work on one core, so two processes take the time of
-  // the slower one instead of the sum. The progress display is shared: one thread at a time.
-  auto show_mutex = std::make_shared<std::mutex>();
-  if (spec.on_gate_start)
-    base.on_gate_start = [show = spec.on_gate_start, show_mutex](const std::string& gate) {
-      std::lock_guard<std::mutex> lock(*show_mutex);
-      show(gate);
-    };
-  const std::vector<std::string> tools = {"memcheck", "racecheck"};
-  std::vector<ToolReport> reports(tools.size());
-  std::vector<std::exception_ptr> errors(tools.size());
-  const auto started = Clock::now();
-  {
-    std::vector<std::thread> threads;
-    for (std::size_t t = 0; t < tools.size(); ++t)
-      threads.emplace_back([&, t] {
-        try {
-          reports[t] = check_with_tool(lab, base, tools[t], spec.sanitizer_time_limit_s);
-        } catch (...) {
-          errors[t] = std::current_exception();
-        }
-      });
-    for (auto& th : threads) th.join();
-  }
-  sweep_uid(spec.process.sandbox, spec.process.slot);
-  lab.run_seconds += secs(Clock::now() - started);  // the grading time reported includes the checks
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  // Merged in a fixed order (memcheck first), so the report reads the same whichever thread finished first.
-  for (const auto& r : reports) {
-    for (const auto& n : r.notes) add_note(lab, n);
-    for (const auto& f : r.summary) lab.sanitizer.push_back(f);
-    for (auto& g : lab.gates) {
-      auto it = r.findings.find(g.id);
-      if (it == r.findings.end()) continue;
-      const std::string& finding = it->second;
-      g.sanitizer += (g.sanitizer.empty() ? "" : "\n") + finding;
-      if (g.status == Status::passed) {
-        g.status = Status::failed;
-        g.message = "compute-sanitizer " + finding +
-                    (r.tool == "memcheck"
-                         ? "\n(an access outside an allocation, or a misaligned one, on the gate's small shapes: "
-                           "the result happened to be right, the code is not)"
-                         : "\n(threads of a block read and write the same shared memory without a barrier "
-                           "between them: the result happened to be right on this run)");
-      }
-    }
-  }
+  run_loop(lab, spec, gate_ids, &attempts);
+  std::vector<AttemptLog> logs;
+  for (const auto& a : attempts) logs.push_back({a.seconds, a.log});
+  return logs;
 }
 
 }  // namespace labgrade
