@@ -1,12 +1,34 @@
 // labkit::gate::own_kernels: the launch recorder as the gates use it (Catch2, rubric, result channel).
 #include <catch2/catch_test_macros.hpp>
 #include <iostream>
+#include <set>
 
 #include "labkit/gate.h"
 #include "labkit/launches.h"
 #include "labkit/report.h"
 
 namespace labkit::gate {
+
+namespace {
+
+// The metric shared_memory_kernels of the current gate: the distinct own kernels with shared memory that its scopes
+// saw. Library kernels do not count (trusted code, and racecheck instruments only what it is asked about anyway).
+void report_shared_memory_kernels(const std::vector<launches::Kernel>& ran) {
+  static std::string gate;
+  static std::set<std::string> seen;
+  const bool first = report::current_gate() != gate;
+  if (first) {
+    gate = report::current_gate();
+    seen.clear();
+  }
+  const std::size_t before = seen.size();
+  for (const auto& k : ran)
+    if (k.shared_bytes > 0 && launches::classify(k, launches::own_symbols()).own()) seen.insert(k.name);
+  // Once per gate and again whenever the count grows: the last value written is the gate's.
+  if (first || seen.size() != before) report::metric("shared_memory_kernels", double(seen.size()), "kernels");
+}
+
+}  // namespace
 
 void own_kernels(std::string_view step, const std::function<void()>& call) {
   if (launches::Recorder::active()) return call();  // an enclosing scope records this call already
@@ -32,6 +54,7 @@ void own_kernels(std::string_view step, const std::function<void()>& call) {
   const std::string refused =
       launches::refusal(step, ran, g ? g->allow_libraries : none, launches::own_symbols());
   if (!refused.empty()) FAIL(refused << "\n  " << reproduce_hint());
+  report_shared_memory_kernels(ran);
 }
 
 }  // namespace labkit::gate

@@ -174,6 +174,7 @@ namespace {
 struct Raw {
   std::string name;
   std::uint32_t correlation;
+  std::int64_t shared_bytes;
 };
 
 std::mutex g_mutex;  // CUPTI delivers buffers and callbacks on threads of its own
@@ -231,7 +232,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-    got.push_back({k->name ? k->name : "", k->correlationId});
+    got.push_back({k->name ? k->name : "", k->correlationId,
+                   std::int64_t(k->staticSharedMemory) + std::int64_t(k->dynamicSharedMemory)});
   }
   std::free(buffer);
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -334,7 +336,7 @@ std::vector<Kernel> Recorder::stop() {
     std::lock_guard<std::mutex> lock(g_mutex);
     for (const Raw& r : g_raw) {
       auto it = g_launched_from.find(r.correlation);
-      out.push_back({r.name, it == g_launched_from.end() ? std::string() : it->second});
+      out.push_back({r.name, it == g_launched_from.end() ? std::string() : it->second, r.shared_bytes});
     }
     g_raw.clear();
     g_launched_from.clear();

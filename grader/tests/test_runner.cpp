@@ -315,6 +315,27 @@ TEST_CASE("a finding in the default checks fails the gate that has it, and only 
   CHECK(logs_starting(f.spec.log_dir, "memcheck-a-") == 1);
 }
 
+TEST_CASE("racecheck leaves out the gates whose own kernels use no shared memory", "[runner][sanitizer]") {
+  Fixture f("sanitize");
+  make_correctness(f);
+  PathWith p(fake_sanitizer(f.dir.path));
+  run_gates(f.lab, f.spec);
+  // What labkit::gate::own_kernels reports from CUPTI's records: b ran only kernels without shared memory, a ran
+  // one with, c opened no recorder scope (no metric: checked, to be safe).
+  for (auto& g : f.lab.gates) {
+    if (g.id == "a") g.metrics["shared_memory_kernels"] = {2, "kernels"};
+    if (g.id == "b") g.metrics["shared_memory_kernels"] = {0, "kernels"};
+  }
+  check_with_sanitizers(f.lab, f.spec);
+  const std::string notes = join(f.lab.notes, "\n");
+  CHECK_THAT(notes, ContainsSubstring("memcheck: 3 gate(s) checked"));
+  CHECK_THAT(notes, ContainsSubstring("racecheck: 2 gate(s) checked"));
+  CHECK_THAT(notes, ContainsSubstring("racecheck: left out 1 gate(s) whose own kernels use no shared memory"));
+  CHECK(f.status("b") == Status::failed);  // memcheck still checks it
+  CHECK_THAT(f.gate("b").sanitizer, ContainsSubstring("memcheck: 1 error(s)"));
+  CHECK_THAT(f.gate("b").sanitizer, !ContainsSubstring("racecheck"));
+}
+
 TEST_CASE("the default checks run memcheck and racecheck at the same time", "[runner][sanitizer]") {
   // Each tool's fake sanitizer says it started, then waits (up to 20 s) for the other tool's start: run one after
   // the other, the first would wait in vain and leave no "overlap" mark.

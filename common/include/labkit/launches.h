@@ -40,6 +40,9 @@ namespace labkit::launches {
 struct Kernel {
   std::string name;           // as CUPTI reports it: the mangled name (extern "C" kernels: the plain name)
   std::string launched_from;  // library whose code made the launch call ("cublas", "cusparse"), "" if none seen
+  // Static plus dynamic shared memory of the launch, in bytes: a kernel without any cannot race in shared memory,
+  // so the grader's racecheck can leave out a gate whose own kernels all had none (labkit::gate::own_kernels).
+  std::int64_t shared_bytes = 0;
 };
 
 // The functions defined in a binary (its ELF .symtab, or .dynsym when stripped), compared by demangled name: the
@@ -116,5 +119,8 @@ namespace labkit::gate {
 // Where CUPTI cannot record (compute-sanitizer, ncu or nsys already hold it): under LABKIT_SANITIZER, or in a run by
 // hand without a result channel, the check is left out with one console line; in a graded run the gate fails with
 // CUPTI's reason (a check that silently switches off is no check).
+// It also reports the metric `shared_memory_kernels`: how many distinct kernels compiled into the binary (not a
+// library's) that use shared memory the current gate's scopes have seen so far. The grader's default racecheck,
+// which checks only shared memory, leaves out a correctness gate that reported 0 (labgrade's sanitizers.cpp).
 void own_kernels(std::string_view step, const std::function<void()>& call);
 }  // namespace labkit::gate
