@@ -177,6 +177,10 @@ bool sanitizer_small_shapes() {
   return under_sanitizer() && v && *v && std::string_view(v) != "0";
 }
 
+bool default_racecheck() { return sanitizer_small_shapes() && sanitizer_tool() == "racecheck"; }
+
+bool repeat_runs() { return !under_sanitizer(); }
+
 // The default checks run on every graded submission, so they keep only the cases a sixteenth of the gate's cap
 // allows: still every odd size, edge tile and several blocks, at a fraction of the instrumented run time.
 SanitizerCap::SanitizerCap(double cap, std::string unit, double race_cap)
@@ -191,22 +195,35 @@ bool SanitizerCap::skips(double work, std::string_view name) {
   return true;
 }
 
+bool SanitizerCap::skips_racecheck(std::string_view name) {
+  if (!default_racecheck()) return false;
+  left_to_memcheck_.emplace_back(name);
+  return true;
+}
+
 std::string SanitizerCap::summary() const {
-  if (left_out_.empty()) return "";
+  if (left_out_.empty() && left_to_memcheck_.empty()) return "";
   std::ostringstream os;
   os << "under compute-sanitizer (LABKIT_SANITIZER=" << sanitizer_tool() << "): left out ";
   for (std::size_t i = 0; i < left_out_.size(); ++i) os << (i ? "; " : "") << left_out_[i];
-  int e = 0;
-  const double m = std::frexp(cap_, &e);  // cap_ = m * 2^e, m in [0.5, 1)
-  os << " (above ";
-  if (m == 0.5) os << "2^" << e - 1;
-  else os << std::setprecision(12) << cap_;
-  os << " " << unit_ << "; the small and odd cases check bounds and races)";
+  if (!left_out_.empty()) {
+    int e = 0;
+    const double m = std::frexp(cap_, &e);  // cap_ = m * 2^e, m in [0.5, 1)
+    os << " (above ";
+    if (m == 0.5) os << "2^" << e - 1;
+    else os << std::setprecision(12) << cap_;
+    os << " " << unit_ << "; the small and odd cases check bounds and races)";
+  }
+  if (!left_to_memcheck_.empty()) {
+    os << (left_out_.empty() ? "" : "; and ");
+    for (std::size_t i = 0; i < left_to_memcheck_.size(); ++i) os << (i ? "; " : "") << left_to_memcheck_[i];
+    os << " (the same shared-memory work as a case racecheck runs; memcheck checks them)";
+  }
   return os.str();
 }
 
 SanitizerCap::~SanitizerCap() {
-  if (left_out_.empty()) return;
+  if (left_out_.empty() && left_to_memcheck_.empty()) return;
   try {
     std::cout << "  [sanitizer] " << summary() << std::endl;
   } catch (...) {  // a destructor, possibly during a failing gate's unwinding: never throw from here

@@ -96,3 +96,45 @@ TEST_CASE("racecheck in the default checks takes the lab's race cap where it giv
   }
   unsetenv("LABKIT_SANITIZER");
 }
+
+TEST_CASE("cases left to memcheck are skipped by the default checks' racecheck only", "[gate]") {
+  unsetenv("LABKIT_SANITIZER_SMALL");
+  unsetenv("LABKIT_SANITIZER");
+  CHECK(!labkit::gate::default_racecheck());
+  CHECK(labkit::gate::repeat_runs());  // a graded run repeats for the run-to-run comparison
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds", double(1 << 19));
+    CHECK(!cap.skips_racecheck("offsets 1,0,0"));
+    CHECK(cap.summary().empty());
+  }
+  setenv("LABKIT_SANITIZER", "racecheck", 1);  // labgrade --sanitize: every case under both tools
+  CHECK(!labkit::gate::default_racecheck());
+  CHECK(!labkit::gate::repeat_runs());  // no verdict of a sanitized run counts: nothing to compare
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds", double(1 << 19));
+    CHECK(!cap.skips_racecheck("offsets 1,0,0"));
+  }
+  setenv("LABKIT_SANITIZER_SMALL", "1", 1);
+  setenv("LABKIT_SANITIZER", "memcheck", 1);
+  CHECK(!labkit::gate::default_racecheck());
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds", double(1 << 19));
+    CHECK(!cap.skips_racecheck("offsets 1,0,0"));  // memcheck is what checks them
+  }
+  setenv("LABKIT_SANITIZER", "racecheck", 1);
+  CHECK(labkit::gate::default_racecheck());
+  {
+    SanitizerCap cap(double(1 << 26), "multiply-adds", double(1 << 19));
+    CHECK(cap.skips_racecheck("M=68 N=132 K=36, offsets 1,0,0"));
+    CHECK(cap.summary() ==
+          "under compute-sanitizer (LABKIT_SANITIZER=racecheck): left out M=68 N=132 K=36, offsets 1,0,0 (the same "
+          "shared-memory work as a case racecheck runs; memcheck checks them)");
+    CHECK(cap.skips(double(1 << 20), "M=127 N=131 K=137"));
+    CHECK(cap.summary() ==
+          "under compute-sanitizer (LABKIT_SANITIZER=racecheck): left out M=127 N=131 K=137 (above 2^19 multiply-adds; "
+          "the small and odd cases check bounds and races); and M=68 N=132 K=36, offsets 1,0,0 (the same "
+          "shared-memory work as a case racecheck runs; memcheck checks them)");
+  }
+  unsetenv("LABKIT_SANITIZER_SMALL");
+  unsetenv("LABKIT_SANITIZER");
+}

@@ -96,6 +96,15 @@ std::string sanitizer_tool();
 // does not set it and keeps every case up to the full cap.
 inline constexpr double kSmallShapesDivisor = 16;
 bool sanitizer_small_shapes();
+// True when the default checks' racecheck runs the gate (LABKIT_SANITIZER=racecheck with LABKIT_SANITIZER_SMALL):
+// the most expensive check of all, paid on every graded submission. Measured on an H100 (2026-11-24): it is bound
+// by the GPU's instrumented work, not by one host core (four racecheck processes at once take as long as one after
+// the other), so the only way to make it cheaper is to give it less to check.
+bool default_racecheck();
+// False under any sanitizer: a gate's second identical run exists only for the run-to-run comparison (a race that
+// changes the answer), whose verdict the grader throws away under a sanitizer, and the first run already put every
+// access in front of the tool. Gates write `if (labkit::gate::repeat_runs()) again = run(...)`.
+bool repeat_runs();
 
 // One per gate run: which cases the gate leaves out under a sanitizer, and the one console line that says so,
 // printed when the object goes out of scope if anything was left out:
@@ -118,6 +127,10 @@ class SanitizerCap {
   ~SanitizerCap();
   // Always false without a sanitizer; under one, true (and `name` remembered) when work > cap.
   bool skips(double work, std::string_view name);
+  // True (and `name` remembered) only under the default checks' racecheck: for a case whose shared-memory work
+  // repeats another one's (the same tiles and barriers with other pointer offsets, say) and that memcheck, which
+  // still runs it, checks for what differs. `labgrade --sanitize` runs it under both tools.
+  bool skips_racecheck(std::string_view name);
   // The line printed at the end ("" when nothing was left out).
   std::string summary() const;
 
@@ -125,6 +138,7 @@ class SanitizerCap {
   double cap_;
   std::string unit_;
   std::vector<std::string> left_out_;
+  std::vector<std::string> left_to_memcheck_;
 };
 
 }  // namespace labkit::gate

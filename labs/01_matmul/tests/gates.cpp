@@ -215,8 +215,10 @@ void check_shape(Step step, const Shape& s, Offsets o = {}) {
                                                  std::vector<float>(in.C_all.begin(), in.C_all.begin() + o.c),
                                                  "the floats before C (C was not 16-byte aligned)"),
                         ctx);
-  const std::vector<float> again = in.run_step(step);  // identical inputs: must give identical bits
-  const labkit::Verdict same = labkit::check_same_runs(out, again, options_for(in));
+  // Identical inputs must give identical bits (a race that changes the answer); a sanitized run leaves the second
+  // run out (labkit::gate::repeat_runs): the tool saw every access in the first.
+  labkit::Verdict same;
+  if (labkit::gate::repeat_runs()) same = labkit::check_same_runs(out, in.run_step(step), options_for(in));
   // A wrong answer that also changes from run to run is a race: say so together with the wrong values.
   auto require = [&](const labkit::Verdict& v, const std::string& where) {
     if (v.ok || same.ok) return labkit::gate::require(v, where);
@@ -278,8 +280,13 @@ void check_step(Step step) {
   labkit::gate::SanitizerCap cap(kSanitizerCap, "multiply-adds", kRaceCap);
   for (const Shape& s : kShapes)
     if (!cap.skips(double(s.M) * s.N * s.K, str(s))) check_shape(step, s);
-  for (const auto& [s, o] : kMisaligned)
+  for (const auto& [s, o] : kMisaligned) {
+    // One offset at a time runs the same tiles and barriers as all three at once: racecheck takes only the
+    // latter (68x132x36 is most of racecheck's time in this lab), memcheck checks every address of each.
+    const bool all_three = o.a && o.b && o.c;
+    if (!all_three && cap.skips_racecheck(str(s, o))) continue;
     if (!cap.skips(double(s.M) * s.N * s.K, str(s, o))) check_shape(step, s, o);
+  }
 }
 
 // Speed: a step against the gate's own cuBLAS SGEMM (reference_sgemm, never the student's step 0) at n^3, after

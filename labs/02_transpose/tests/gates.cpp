@@ -170,8 +170,8 @@ void check_shape(Step step, const Shape& s, Offsets o = {}) {
   labkit::CheckOptions opt = options_for(step, s);
   add_hypotheses(step, s, in.in, opt);
   labkit::gate::require(labkit::check_close(out, expected_for(step, s, in.in), opt), ctx);
-  const std::vector<float> again = in.run_step(step);
-  labkit::gate::require(labkit::check_same_runs(out, again, opt), ctx);
+  // A sanitized run leaves the second run out (labkit::gate::repeat_runs): the tool saw every access in the first.
+  if (labkit::gate::repeat_runs()) labkit::gate::require(labkit::check_same_runs(out, in.run_step(step), opt), ctx);
 }
 
 // Pointers off a 16-byte boundary on shapes whose rows are a multiple of 4 floats, one side at a time and both.
@@ -183,9 +183,12 @@ const std::vector<std::pair<Shape, Offsets>> kMisaligned = {
 // and in the grader's default checks (a sixteenth of the cap) everything above 2^17: the 1 x N and N x 1 strips,
 // the primes and the shapes one off every tile still reach each bound and each barrier.
 constexpr double kSanitizerCap = double(1 << 21);
+// racecheck in the default checks: up to 65 x 129, every partial tile of a 32 x 32 tile both ways and a block whose
+// rows loop; the strips and the larger rectangles add blocks, not barriers (memcheck still runs them).
+constexpr double kRaceCap = double(1 << 14);
 
 void check_step(Step step) {
-  labkit::gate::SanitizerCap cap(kSanitizerCap, "elements");
+  labkit::gate::SanitizerCap cap(kSanitizerCap, "elements", kRaceCap);
   for (const Shape& s : kShapes)
     if (!cap.skips(double(s.rows) * s.cols, str(s))) check_shape(step, s);
   for (const auto& [s, o] : kMisaligned) check_shape(step, s, o);
