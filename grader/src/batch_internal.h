@@ -1,0 +1,90 @@
+// What batch.cpp (the pipeline: compile and run workers, results) shares with batch_setup.cpp (Batch::setup and
+// Batch::preflight: the build, the labs, the sandbox, the students): the Batch class and the plans it works from.
+// Internal to the grader: batch.h is the interface.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "batch.h"
+#include "objcheck.h"
+#include "recipe.h"
+#include "sandbox.h"
+#include "scoring.h"
+
+namespace labgrade::detail {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::uint64_t kGiB = 1ull << 30;
+
+struct LabPlan {
+  Recipe recipe;
+  labkit::Rubric rubric;
+  bool hidden = false;
+  fs::path gate_rubric;  // what the gate binary reads (gate_rubric_text): OUT/.work/rubrics/labNN.toml
+  ObjPolicy objects;     // what the student's objects may define (objcheck.h)
+};
+
+// One student on its way through the pipeline.
+struct Submission {
+  std::string student;
+  fs::path folder;      // the submission (never written)
+  fs::path scratch;     // OUT/.work/<n>-<student> (scratch_name)
+  fs::path result_dir;  // OUT/<student>
+  SubmissionResult result;
+  std::vector<fs::path> exes;  // per lab: the linked gate binary, empty when the lab did not build
+};
+
+inline std::string lab_tag(const Recipe& r) { return "lab" + r.lab; }
+
+// The students (subfolders, dot folders excluded) of a submissions or output folder, sorted.
+std::vector<std::string> subfolders(const fs::path& dir);
+
+class Batch {
+ public:
+  explicit Batch(const BatchOptions& o) : opts_(o) {}
+  int run();
+
+ private:
+  // batch_setup.cpp: setup() runs these in this order.
+  void setup();
+  void lock_out_folder();
+  BuildOptions find_root_and_gpus();
+  void load_labs();
+  void build_gate_objects(const BuildOptions& bo);
+  void prepare_object_checks();
+  void choose_sandbox();
+  std::set<fs::path> set_read_only_paths();
+  void hide_from_sandbox(const std::set<fs::path>& ro);
+  void plan_slots();
+  void list_students();
+  void preflight();
+  std::vector<std::pair<std::string, std::string>> environment(const fs::path& writable, const std::string& gpu) const;
+  // batch.cpp
+  void compile(Submission& s, int slot);
+  std::string inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj);
+  void run_gates_of(Submission& s, int slot, const std::string& gpu);
+  void finish(Submission& s);
+  void write_class_outputs();
+
+  BatchOptions opts_;
+  Build build_;
+  std::vector<LabPlan> labs_;
+  SandboxSettings sandbox_;
+  std::vector<std::string> gpus_;
+  int jobs_ = 1, workers_ = 1;
+  std::vector<std::string> students_, pending_;
+  int lock_fd_ = -1;
+  std::string nm_, objdump_;
+
+  std::mutex mu_;
+  std::size_t done_ = 0, not_full_ = 0, errors_ = 0;
+  Clock::time_point start_;
+};
+
+}  // namespace labgrade::detail

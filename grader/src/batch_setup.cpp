@@ -1,0 +1,347 @@
+// Batch::setup and Batch::preflight: everything a batch settles before the first student (the output folder, the
+// build and the GPUs, the labs, the sandbox and what it hides, the students) and the probe that the sandbox can run
+// the build. Separate from batch.cpp, the pipeline that then grades the students.
+#include "batch.h"
+#include "batch_internal.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "devices.h"
+#include "grade.h"
+#include "objcheck.h"
+#include "sandbox.h"
+
+namespace labgrade::detail {
+
+// In this order: each step uses what the ones before it settled.
+void Batch::setup() {
+  lock_out_folder();
+  BuildOptions bo = find_root_and_gpus();
+  build_ = prepare_build(bo);
+  load_labs();
+  build_gate_objects(bo);
+  prepare_object_checks();
+  choose_sandbox();
+  hide_from_sandbox(set_read_only_paths());
+  plan_slots();
+  list_students();
+}
+
+void Batch::lock_out_folder() {
+  std::error_code ec;
+  if (!fs::is_directory(opts_.submissions, ec)) throw UserError(opts_.submissions.string() + " is not a folder");
+  fs::create_directories(opts_.out);
+  opts_.out = fs::canonical(opts_.out);
+  opts_.submissions = fs::canonical(opts_.submissions);
+  if (opts_.out == opts_.submissions || starts_with(opts_.out.string(), (opts_.submissions / "").string()))
+    throw UserError("--out must not be inside the submissions folder");
+
+  // Two batches writing the same folder would grade students twice and race on the files.
+  lock_fd_ = ::open((opts_.out / ".labgrade.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0 || flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+    throw UserError("another labgrade batch is writing " + opts_.out.string());
+}
+
+// The repository root and the GPUs (--gpus, or every one CUDA sees).
+BuildOptions Batch::find_root_and_gpus() {
+  BuildOptions bo = opts_.build;
+  if (bo.root.empty()) {
+    auto root = find_repo_root(fs::current_path());
+    if (!root) root = find_repo_root(self_exe().parent_path());
+    if (!root) throw UserError("run labgrade batch inside the lab workbook (the grader's own tree)");
+    bo.root = *root;
+  }
+  if (!opts_.gpus.empty()) {
+    for (auto& g : split(opts_.gpus, ','))
+      if (!trim(g).empty()) gpus_.push_back(trim(g));
+    bo.have_gpu = true;
+  } else {
+    CudaInfo cuda = query_cuda();
+    // CUDA numbers the GPUs it sees from 0. When this process was itself limited to some GPUs (Slurm, a user's
+    // CUDA_VISIBLE_DEVICES=2,3), index i is the i-th entry of that list, and that entry is what each worker
+    // must be given: "0" would name the machine's first GPU again.
+    std::vector<std::string> inherited;
+    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"))
+      for (auto& e : split(v, ','))
+        if (!trim(e).empty()) inherited.push_back(trim(e));
+    for (const auto& g : cuda.gpus)
+      gpus_.push_back(static_cast<std::size_t>(g.index) < inherited.size() ? inherited[g.index]
+                                                                          : std::to_string(g.index));
+    bo.have_gpu = cuda.ok;
+    if (!cuda.ok) std::cerr << "labgrade: " << cuda.error << ": GPU gates will be skipped\n";
+  }
+  return bo;
+}
+
+void Batch::load_labs() {
+  for (const auto& r : select_labs(load_recipes(build_.grading_dirs), opts_.labs)) {
+    LabPlan p;
+    p.recipe = r;
+    try {
+      p.rubric = labkit::load_rubric(r.rubric.string());
+    } catch (const labkit::RubricError& e) {
+      throw UserError(std::string("lab ") + r.lab + ": " + e.what());
+    }
+    p.hidden = lab_has_hidden_tests(r) && !opts_.no_hidden;
+    labs_.push_back(std::move(p));
+  }
+  if (labs_.empty()) throw UserError("no grading recipes in " + build_.grading_dirs.front().string());
+}
+
+void Batch::build_gate_objects(const BuildOptions& bo) {
+  // The gate objects and libraries are built once, here; per submission only its own files are compiled.
+  if (!bo.no_build) {
+    for (const auto& l : labs_) {
+      for (const auto& t : {l.recipe.grading_target, l.recipe.solution_target}) {
+        if (t.empty()) continue;
+        std::cerr << "labgrade: building " << t << "\n";
+        auto b = build_target(build_, t);
+        // Not fatal: only the gate objects and libraries matter here, and they may have built even when the
+        // skeleton or the solution of a lab that is being written does not.
+        if (!b.ok) std::cerr << "labgrade: warning: " << t << " does not build:\n" << b.diagnostics << "\n";
+      }
+    }
+  }
+  for (const auto& l : labs_)
+    for (const auto* list : {&l.recipe.gate_objects, &l.recipe.skeleton_objects, &l.recipe.link_libraries})
+      for (const auto& f : *list)
+        if (!f.empty() && f[0] == '/' && !fs::exists(f))
+          throw UserError("lab " + l.recipe.lab + ": " + f +
+                          " does not exist (build the lab first, or drop --no-build)");
+}
+
+void Batch::prepare_object_checks() {
+  // The static check of student objects (objcheck.h) needs binutils, and the names the gate binary's shared
+  // libraries export (a weak definition of one of those in a student object would replace it).
+  auto nm = find_program("nm"), objdump = find_program("objdump");
+  if (!nm || !objdump) throw UserError("nm and objdump (binutils) are needed to check student objects before linking");
+  nm_ = nm->string();
+  objdump_ = objdump->string();
+  for (auto& l : labs_) {
+    std::vector<std::string> shared;
+    for (const auto& f : l.recipe.link_libraries)
+      if (!f.empty() && f[0] == '/' && contains(fs::path(f).filename().string(), ".so")) shared.push_back(f);
+    if (!l.recipe.link.empty())  // the C and C++ libraries the linker will use
+      for (const char* lib : {"libstdc++.so", "libc.so.6", "libm.so.6"}) {
+        auto r = run_command({l.recipe.link.front(), std::string("-print-file-name=") + lib}, 30);
+        if (r.exit_code == 0 && fs::path(trim(r.output)).is_absolute()) shared.push_back(trim(r.output));
+      }
+    l.objects.lab_namespace = "lab" + l.recipe.lab;
+    l.objects.shared_exports = exported_symbols(shared, nm_);
+  }
+}
+
+void Batch::choose_sandbox() {
+  // The CPU references start a thread per core, and the default memory and race checks run two gate processes
+  // (memcheck and racecheck) at once under the same uid: room for both, each with a thread per core.
+  if (opts_.max_processes <= 0)
+    opts_.max_processes = std::max(256, 4 * static_cast<int>(std::thread::hardware_concurrency()) + 64);
+  std::uint64_t mem = static_cast<std::uint64_t>(opts_.memory_gib * kGiB);
+  sandbox_ = detect_sandbox(opts_.sandbox, mem, static_cast<std::uint64_t>(opts_.max_processes));
+  // "auto" must never quietly mean "nothing": without bubblewrap a submission can #include the reference
+  // solution or read the hidden gates, so grading untrusted work that way takes an explicit --sandbox none.
+  if (opts_.sandbox == "auto" && sandbox_.mode != SandboxMode::bwrap)
+    throw UserError("refusing to grade untrusted submissions without isolation: bubblewrap cannot run here (" +
+                    (sandbox_.notes.empty() ? std::string("see labgrade doctor") : sandbox_.notes.front()) +
+                    "). Without it a submission can read solutions/ and the hidden gates. Fix bubblewrap, or pass "
+                    "--sandbox none to grade anyway (" +
+                    (sandbox_.drop_uid ? "as root: a dedicated uid and no network, nothing more"
+                                       : "not root: no isolation at all") +
+                    "; every report will say so)");
+}
+
+// What the sandbox binds read-only on top of the system's folders (sandbox_.ro_paths, also returned).
+std::set<fs::path> Batch::set_read_only_paths() {
+  std::error_code ec;
+  std::set<fs::path> ro = {build_.root, build_.dir, sandbox_.helper.parent_path()};
+  for (const auto& l : labs_)
+    for (const auto& p : l.recipe.referenced_paths()) ro.insert(p);
+  fs::path nvcc = labs_.front().recipe.compiler();  // the toolkit (when it is not below /usr)
+  if (nvcc.is_absolute() && fs::exists(nvcc, ec)) ro.insert(fs::canonical(nvcc, ec).parent_path().parent_path());
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
+    for (const auto& d : split(ld, ':'))
+      if (!d.empty() && d[0] == '/') ro.insert(d);
+  // Library folders the dynamic linker is configured with (containers put the driver's libcuda in places like
+  // /usr/local/nvidia/lib64).
+  for (const auto& conf : fs::directory_iterator("/etc/ld.so.conf.d", ec)) {
+    std::ifstream in(conf.path());
+    for (std::string line; std::getline(in, line);)
+      if (starts_with(trim(line), "/") && fs::is_directory(trim(line), ec)) ro.insert(trim(line));
+  }
+  sandbox_.ro_paths.assign(ro.begin(), ro.end());
+  return ro;
+}
+
+void Batch::hide_from_sandbox(const std::set<fs::path>& ro) {
+  std::error_code ec;
+  // Inside the sandbox: no solutions (sources, objects, libraries, binaries of any build), no other student's
+  // work, no grading outputs.
+  using Overlay = SandboxSettings::Overlay;
+  std::set<fs::path> hide = {opts_.out, opts_.submissions, build_.root / "solutions",
+                             build_.root / "grader" / "fixtures"};
+  for (const auto& l : labs_) hide.insert(l.recipe.lab_dir.parent_path().parent_path() / "solutions");
+  // The hidden gates' sources and the rubric files (titles, hints and thresholds of the hidden gates) of every
+  // lab: the gate binary reads its own copy (gate_rubric_text, below), compilers need neither.
+  std::set<fs::path> lab_dirs;
+  for (const auto& e : fs::directory_iterator(build_.root / "labs", ec))
+    if (e.is_directory(ec)) lab_dirs.insert(e.path());
+  for (const auto& l : labs_) {
+    lab_dirs.insert(l.recipe.lab_dir);
+    hide.insert(l.recipe.rubric);
+  }
+  for (const auto& p : ro) lab_dirs.insert(p);  // the recipes' -I folders: `#include "tests/hidden/..."` finds them
+  for (const auto& d : lab_dirs)
+    for (const auto& p : {d / "tests" / "hidden", d / "rubric.toml"})
+      if (fs::exists(p, ec)) hide.insert(p);
+  fs::path rubrics = opts_.out / ".work" / "rubrics";
+  fs::create_directories(rubrics);
+  for (auto& l : labs_) {
+    l.gate_rubric = rubrics / (lab_tag(l.recipe) + ".toml");
+    write_file_atomic(l.gate_rubric, gate_rubric_text(read_file(l.recipe.rubric), true));
+    ::chmod(l.gate_rubric.c_str(), 0644);
+  }
+  for (const auto& e : fs::directory_iterator(build_.root, ec))  // every build folder but the one in use
+    if (starts_with(e.path().filename().string(), "build") && e.is_directory(ec) && e.path() != build_.dir)
+      hide.insert(e.path());
+  for (const auto& p : hide) sandbox_.overlays.push_back({Overlay::mask, p});
+  // What the recipes and the sandbox helper need comes back on top (read-only) when it was under a mask.
+  std::set<fs::path> back = {build_.dir, sandbox_.helper, rubrics};
+  for (const auto& p : sandbox_.ro_paths)
+    for (const auto& h : hide)
+      if (starts_with(p.string(), (h / "").string())) back.insert(p);
+  for (const auto& p : back)
+    if (fs::exists(p, ec)) sandbox_.overlays.push_back({Overlay::rebind, p});
+  for (auto it = fs::recursive_directory_iterator(build_.dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it.depth() > 5) it.disable_recursion_pending();
+    if (contains(it->path().filename().string(), "_solution")) {  // lab01_solution.dir, liblab01_solution.a, ...
+      sandbox_.overlays.push_back({Overlay::mask, it->path()});
+      it.disable_recursion_pending();
+    }
+  }
+}
+
+void Batch::plan_slots() {
+  jobs_ = opts_.jobs > 0 ? opts_.jobs : std::max(1u, std::thread::hardware_concurrency());
+  workers_ = opts_.workers > 0 ? opts_.workers : std::max<int>(1, static_cast<int>(gpus_.size()));
+  reserve_uid_block(sandbox_, jobs_ + workers_);
+  if (!gpus_.empty() && workers_ > static_cast<int>(gpus_.size()))
+    std::cerr << "labgrade: warning: " << workers_ << " workers share " << gpus_.size()
+              << " GPU(s): speed gates will time each other\n";
+}
+
+void Batch::list_students() {
+  students_ = subfolders(opts_.submissions);
+  for (const auto& s : students_)
+    if (!fs::exists(opts_.out / s / "result.json")) pending_.push_back(s);
+  std::cerr << "labgrade: sandbox: " << (sandbox_.mode == SandboxMode::bwrap ? "bubblewrap" : "none")
+            << " (isolation: " << isolation_name(sandbox_) << ")\n";
+  for (const auto& n : sandbox_.notes) std::cerr << "  - " << n << "\n";
+}
+
+std::vector<std::pair<std::string, std::string>> Batch::environment(const fs::path& writable,
+                                                                    const std::string& gpu) const {
+  const char* path = std::getenv("PATH");
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"PATH", path ? path : "/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin"},
+      {"HOME", (writable / "home").string()},
+      {"TMPDIR", (writable / "tmp").string()},
+      {"LANG", "C.UTF-8"},
+  };
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) env.emplace_back("LD_LIBRARY_PATH", ld);
+  if (!gpu.empty()) env.emplace_back("CUDA_VISIBLE_DEVICES", gpu);
+  return env;
+}
+
+// A probe in the real sandbox, as the dedicated uid: can it read everything the build and the run need?
+void Batch::preflight() {
+  fs::path scratch = opts_.out / ".work" / ".preflight";
+  fs::remove_all(scratch);
+  fs::create_directories(scratch / "home");
+  fs::create_directories(scratch / "tmp");
+  std::vector<std::string> argv = {"/bin/sh", "-c",
+                                   "for f do [ -r \"$f\" ] || echo \"cannot read $f\"; done; "
+                                   "[ -w \"$HOME\" ] || echo \"cannot write the scratch folder\"",
+                                   "sh"};
+  for (const auto& l : labs_) {
+    argv.push_back(l.gate_rubric.string());
+    argv.push_back(l.recipe.compiler());
+    for (const auto& f : l.recipe.gate_objects) argv.push_back(f);
+    for (const auto& f : l.recipe.skeleton_objects) argv.push_back(f);
+    for (const auto& f : l.recipe.link_libraries)
+      if (!f.empty() && f[0] == '/') argv.push_back(f);
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    give_to_slot(scratch, &sandbox_, 0);
+    ProcessSpec ps;
+    ps.argv = argv;
+    ps.cwd = scratch;
+    ps.writable = scratch;
+    ps.env = environment(scratch, "");
+    ps.output = opts_.out / ".work" / "preflight.log";
+    ps.slot = 0;
+    ps.sandbox = &sandbox_;
+    auto c = run_limited(ps, 60);
+    std::string out = trim(read_file_limited(ps.output, 1 << 16, false));
+    if (c.exit.exited && c.exit.code == 0 && out.empty()) break;
+    if (attempt == 0 && sandbox_.drop_uid) {
+      std::cerr << "labgrade: warning: the dedicated uid cannot use the build (" << trim_message(out, 3, 400)
+                << "): running submissions as root"
+                << (sandbox_.mode == SandboxMode::bwrap ? " without capabilities" : "")
+                << " (make the repository and build world-readable to get uid isolation back)\n";
+      sandbox_.drop_uid = false;
+      continue;
+    }
+    throw UserError("the sandbox cannot run the build's tools (" + c.exit.describe() + "):\n" +
+                    trim_message(out, 10, 2000) + "\n(try --sandbox none, and run labgrade doctor)");
+  }
+  // A GPU hidden by the sandbox (a device node or a driver library not bound) would turn every GPU gate into
+  // "skipped" for every student: check that CUDA sees the GPU from inside.
+  if (!gpus_.empty()) {
+    auto probe = [&](std::string* output) {
+      give_to_slot(scratch, &sandbox_, 0);
+      ProcessSpec ps;
+      ps.argv = {sandbox_.helper.string(), "__probe-cuda"};
+      ps.cwd = scratch;
+      ps.writable = scratch;
+      ps.env = environment(scratch, gpus_.front());
+      ps.output = opts_.out / ".work" / "probe.log";
+      ps.slot = 0;
+      ps.sandbox = &sandbox_;
+      run_limited(ps, 120);
+      *output = read_file_limited(ps.output, 1 << 16, false);
+      auto start = output->find('{');
+      auto j =
+          start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output->substr(start), nullptr, false);
+      return !j.is_discarded() && j.is_object() && !j.value("gpus", nlohmann::json::array()).empty();
+    };
+    std::string out;
+    bool seen = probe(&out);
+    if (!seen && sandbox_.drop_uid) {
+      // Device nodes readable only by root or a group (0660) are common in containers.
+      sandbox_.drop_uid = false;
+      seen = probe(&out);
+      if (seen)
+        std::cerr << "labgrade: warning: the dedicated uid cannot open the GPU (/dev/nvidia* permissions): "
+                     "running submissions as root without capabilities (no process limit)\n";
+    }
+    if (!seen)
+      throw UserError("CUDA sees no GPU inside the sandbox (" + trim_message(out, 4, 600) +
+                      "): every GPU gate would be skipped. Check that /dev/nvidia* and the driver's libraries are "
+                      "visible (labgrade binds /usr, /etc, /opt, LD_LIBRARY_PATH and ld.so.conf folders), or use "
+                      "--sandbox none");
+  }
+  fs::remove_all(scratch);
+}
+
+}  // namespace labgrade::detail
