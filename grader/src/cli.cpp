@@ -74,34 +74,51 @@ int fixtures_check(const fs::path& out, fs::path dir, const std::string& gpu, co
   return print_checks(std::cout, check_fixtures(out, fixtures, have_gpu, solutions)) ? 0 : 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // Internal entry points, kept out of CLI11: they run inside the sandbox or as a throwaway child.
-  if (argc > 1 && std::strcmp(argv[1], "__sandbox-exec") == 0) return sandbox_exec_main(argc, argv);
-  if (argc > 1 && std::strcmp(argv[1], "__probe-cuda") == 0) return probe_cuda_main();
-
-  // A graded run uses every case of every gate: a LABKIT_SANITIZER left exported in the shell would make the gates
-  // leave out their largest cases (labkit::gate::under_sanitizer). The sanitizer runs set it themselves.
-  ::unsetenv("LABKIT_SANITIZER");
-  ::unsetenv("LABKIT_SANITIZER_SMALL");
-
-  CLI::App app{"labgrade: builds, runs and scores the gates of the CUDA lab workbook"};
-  app.fallthrough();  // the shared options may follow a sub-command
-
-  GradeOptions grade;
-  BuildOptions& build = grade.build;
+// Every value the command line can set; CLI11 writes into these while parsing, so they must outlive app.parse.
+struct CliOptions {
+  GradeOptions grade;  // the shared options and plain `labgrade [LAB...]`
   std::vector<std::string> grading_dirs;
   std::string build_dir;
   std::string repo;
+
+  BatchOptions batch;
+  std::string submissions, out;
+
+  std::string merge_out, merge_submissions;
+  std::vector<std::string> merge_parts;
+
+  ReleaseOptions release;
+  std::string release_out;
+
+  DoctorOptions doctor;
+
+  std::string fx_dest, fx_dir, fx_out, fx_gpu = "auto";
+  int fx_copies = 0;
+  std::vector<std::string> fx_only;
+};
+
+// The sub-commands, to tell after parsing which one was given.
+struct Subcommands {
+  CLI::App* batch = nullptr;
+  CLI::App* merge = nullptr;
+  CLI::App* release = nullptr;
+  CLI::App* doctor = nullptr;
+  CLI::App* fixtures_materialise = nullptr;
+  CLI::App* fixtures_check = nullptr;
+};
+
+// The options of plain `labgrade [LAB...]`, shared with the sub-commands (the app falls through).
+void add_grade_options(CLI::App& app, CliOptions& o) {
+  GradeOptions& grade = o.grade;
+  BuildOptions& build = grade.build;
   app.add_option("labs", grade.labs,
                  "labs to grade: 01, 1, 01_matmul or matmul; `all` for every lab (default: the labs with code "
                  "written, then what to do next)");
-  app.add_option("--repo", repo, "the workbook checkout (default: the one around the current folder)");
+  app.add_option("--repo", o.repo, "the workbook checkout (default: the one around the current folder)");
   app.add_flag("--solutions", grade.solutions, "grade the reference solutions instead of the student tree");
-  app.add_option("--build-dir", build_dir, "use this build folder (default: build/gpu with a GPU, else build/ci)");
+  app.add_option("--build-dir", o.build_dir, "use this build folder (default: build/gpu with a GPU, else build/ci)");
   app.add_option("--preset", build.preset, "CMake configure preset (default: gpu with a GPU, else ci)");
-  app.add_option("--grading-dir", grading_dirs, "folders with the grading recipes (default: <build>/grading)");
+  app.add_option("--grading-dir", o.grading_dirs, "folders with the grading recipes (default: <build>/grading)");
   app.add_flag("--no-build", build.no_build, "use the build as it is: no configure, no build");
   app.add_option("-j,--jobs", build.jobs, "parallel build (and batch compile) jobs");
   app.add_option("--json", grade.outputs.json, "write Gradescope results.json here");
@@ -117,12 +134,14 @@ int main(int argc, char** argv) {
   app.add_flag("--sanitize-strict", grade.sanitize_strict, "sanitizer findings fail the gate (implies --sanitize)");
   app.add_option("--gate-timeout", grade.gate_timeout, "seconds per gate, overriding the rubrics' gate_time_limit_s");
   app.add_flag("--no-hidden", grade.no_hidden, "leave hidden gates out (what a student release grades)");
+}
 
-  BatchOptions batch;
-  std::string submissions, out;
+// `labgrade batch SUBMISSIONS --out DIR ...` and its options.
+CLI::App* add_batch_command(CLI::App& app, CliOptions& o) {
+  BatchOptions& batch = o.batch;
   auto* batch_cmd = app.add_subcommand("batch", "grade every submission (one subfolder per student), isolated");
-  batch_cmd->add_option("submissions", submissions, "folder with one subfolder per student")->required();
-  batch_cmd->add_option("--out", out, "output folder (results, gradebook, reports)")->required();
+  batch_cmd->add_option("submissions", o.submissions, "folder with one subfolder per student")->required();
+  batch_cmd->add_option("--out", o.out, "output folder (results, gradebook, reports)")->required();
   batch_cmd->add_option("--workers", batch.workers, "run workers (default: one per GPU)");
   batch_cmd->add_option("--gpus", batch.gpus, "GPUs to use, e.g. 0,1 (default: all)");
   batch_cmd->add_option("--sandbox", batch.sandbox, "auto | bwrap | none (default auto)")
@@ -134,40 +153,153 @@ int main(int argc, char** argv) {
                         "processes+threads of one submission (default 256, more on many-core machines)");
   batch_cmd->add_option("--compile-timeout", batch.compile_timeout, "seconds per compile or link (default 300)");
   batch_cmd->add_flag("--keep-scratch", batch.keep_scratch, "keep OUT/.work/<n>-<student> for debugging");
+  return batch_cmd;
+}
 
-  std::string merge_out, merge_submissions;
-  std::vector<std::string> merge_parts;
+// `labgrade merge OUT PART_OUT... [--submissions SUBMISSIONS]`.
+CLI::App* add_merge_command(CLI::App& app, CliOptions& o) {
   auto* merge_cmd = app.add_subcommand("merge", "one gradebook, JUnit file and report from several batches' --out "
                                                 "folders over disjoint students (the parts of a cluster run)");
-  merge_cmd->add_option("out", merge_out, "folder for the merged gradebook.csv, junit.xml and report.md")->required();
-  merge_cmd->add_option("parts", merge_parts, "the batches' --out folders")->required();
-  merge_cmd->add_option("--submissions", merge_submissions, "list the students of this folder that have no result");
+  merge_cmd->add_option("out", o.merge_out, "folder for the merged gradebook.csv, junit.xml and report.md")
+      ->required();
+  merge_cmd->add_option("parts", o.merge_parts, "the batches' --out folders")->required();
+  merge_cmd->add_option("--submissions", o.merge_submissions, "list the students of this folder that have no result");
+  return merge_cmd;
+}
 
-  ReleaseOptions release;
-  std::string release_out;
+// `labgrade release OUT_DIR [--force]`.
+CLI::App* add_release_command(CLI::App& app, CliOptions& o) {
   auto* release_cmd = app.add_subcommand("release", "write the student release (no solutions, no hidden gates)");
-  release_cmd->add_option("out_dir", release_out, "where to write it (outside the repository)")->required();
-  release_cmd->add_flag("--force", release.force, "replace a non-empty OUT_DIR");
+  release_cmd->add_option("out_dir", o.release_out, "where to write it (outside the repository)")->required();
+  release_cmd->add_flag("--force", o.release.force, "replace a non-empty OUT_DIR");
+  return release_cmd;
+}
 
-  DoctorOptions doctor;
-  auto* doctor_cmd = app.add_subcommand("doctor", "check the toolkit, driver, GPU, CMake and libraries");
-
+// `labgrade fixtures materialise|check ...`: sets cmds.fixtures_materialise and cmds.fixtures_check.
+void add_fixtures_commands(CLI::App& app, CliOptions& o, Subcommands& cmds) {
   auto* fixtures_cmd = app.add_subcommand("fixtures", "the grader's fault fixtures (for its own tests)");
   fixtures_cmd->require_subcommand(1);
-  std::string fx_dest, fx_dir, fx_out, fx_gpu = "auto";
-  int fx_copies = 0;
-  std::vector<std::string> fx_only;
   auto* mat = fixtures_cmd->add_subcommand("materialise", "write the fixture submissions into a folder");
-  mat->add_option("dest", fx_dest, "submissions folder to create")->required();
-  mat->add_option("--fixtures", fx_dir, "fixture folder (default grader/fixtures)");
-  mat->add_option("--solution-copies", fx_copies, "also add N submissions made of the reference solutions");
-  mat->add_option("--only", fx_only, "only these fixtures");
+  mat->add_option("dest", o.fx_dest, "submissions folder to create")->required();
+  mat->add_option("--fixtures", o.fx_dir, "fixture folder (default grader/fixtures)");
+  mat->add_option("--solution-copies", o.fx_copies, "also add N submissions made of the reference solutions");
+  mat->add_option("--only", o.fx_only, "only these fixtures");
   auto* chk = fixtures_cmd->add_subcommand("check", "compare a batch's results with the fixtures' expectations");
-  chk->add_option("out", fx_out, "the batch's --out folder")->required();
-  chk->add_option("--fixtures", fx_dir, "fixture folder (default grader/fixtures)");
-  chk->add_option("--gpu", fx_gpu, "yes | no | auto: which expectations apply")
+  chk->add_option("out", o.fx_out, "the batch's --out folder")->required();
+  chk->add_option("--fixtures", o.fx_dir, "fixture folder (default grader/fixtures)");
+  chk->add_option("--gpu", o.fx_gpu, "yes | no | auto: which expectations apply")
       ->check(CLI::IsMember({"yes", "no", "auto"}));
-  chk->add_option("--only", fx_only, "only these fixtures");
+  chk->add_option("--only", o.fx_only, "only these fixtures");
+  cmds.fixtures_materialise = mat;
+  cmds.fixtures_check = chk;
+}
+
+// Every option and sub-command, in the order --help lists them.
+Subcommands add_command_line(CLI::App& app, CliOptions& o) {
+  Subcommands cmds;
+  add_grade_options(app, o);
+  cmds.batch = add_batch_command(app, o);
+  cmds.merge = add_merge_command(app, o);
+  cmds.release = add_release_command(app, o);
+  cmds.doctor = app.add_subcommand("doctor", "check the toolkit, driver, GPU, CMake and libraries");
+  add_fixtures_commands(app, o, cmds);
+  return cmds;
+}
+
+// Carries the shared options (--repo, --build-dir, --grading-dir, --sanitize-strict) into the options structs.
+void apply_shared_options(CliOptions& o) {
+  BuildOptions& build = o.grade.build;
+  if (!o.repo.empty()) {
+    g_repo = fs::absolute(o.repo);
+    build.root = g_repo;
+    o.release.root = g_repo;
+  }
+  if (!o.build_dir.empty()) build.build_dir = o.build_dir;
+  for (const auto& d : o.grading_dirs) build.grading_dirs.push_back(fs::absolute(d));
+  if (o.grade.sanitize_strict) o.grade.sanitize = true;
+}
+
+// `labgrade batch`: the batch takes the shared build and grading options too.
+int run_batch(CliOptions& o) {
+  const GradeOptions& grade = o.grade;
+  BatchOptions& batch = o.batch;
+  batch.submissions = o.submissions;
+  batch.out = o.out;
+  batch.build = grade.build;
+  batch.jobs = grade.build.jobs;
+  batch.sanitize = grade.sanitize;
+  batch.sanitize_strict = grade.sanitize_strict;
+  batch.no_sanitizer_checks = grade.no_sanitizer_checks;
+  batch.gate_timeout = grade.gate_timeout;
+  batch.no_hidden = grade.no_hidden;
+  if (batch.labs.empty()) batch.labs = grade.labs;
+  return batch_main(batch);
+}
+
+// `labgrade doctor`: reports on the build the shared options name.
+int run_doctor(CliOptions& o) {
+  o.doctor.build_dir = o.grade.build.build_dir;
+  o.doctor.preset = o.grade.build.preset;
+  o.doctor.root = g_repo;
+  return doctor_main(o.doctor);
+}
+
+// Plain `labgrade [LAB...]`: the first run when nothing says what to grade, else those labs.
+int run_grade(CliOptions& o) {
+  GradeOptions& grade = o.grade;
+  const BuildOptions& build = grade.build;
+  grade.color = isatty(1) && !std::getenv("NO_COLOR");
+  // `labgrade` alone is a student's question "where am I?": only the labs with code written, then what next.
+  // Anything that names what to grade or where results go (labs, --solutions, reports, recipe folders, a
+  // prebuilt tree) is a script or an instructor asking for exactly that, as before.
+  const bool first_run = grade.labs.empty() && !grade.solutions && o.grading_dirs.empty() && !build.no_build &&
+                         grade.outputs.json.empty() && grade.outputs.junit.empty() && grade.outputs.csv.empty() &&
+                         grade.outputs.markdown.empty();
+  if (first_run) return first_run_main(grade);
+  if (grade.labs.size() == 1 && grade.labs[0] == "all") grade.labs.clear();
+  // Without a GPU every GPU gate skips, right or wrong: say so before the results and again under them.
+  const CudaInfo cuda = query_cuda();
+  const bool no_gpu = !cuda.ok;
+  if (no_gpu) print_no_gpu_notice(std::cout, cuda.error);
+  int rc = grade_main(grade);
+  if (no_gpu) std::cout << "\n" << kNoGpuReminder << "\n";
+  return rc;
+}
+
+// Runs what the parsed command line asks for; returns the exit status.
+int run_parsed(CliOptions& o, const Subcommands& cmds) {
+  apply_shared_options(o);
+  if (*cmds.batch) return run_batch(o);
+  if (*cmds.merge) {
+    std::vector<fs::path> parts(o.merge_parts.begin(), o.merge_parts.end());
+    return merge_main(o.merge_out, parts, o.merge_submissions);
+  }
+  if (*cmds.release) {
+    o.release.out = o.release_out;
+    return release_main(o.release);
+  }
+  if (*cmds.doctor) return run_doctor(o);
+  if (*cmds.fixtures_materialise) return fixtures_materialise(o.fx_dest, o.fx_dir, o.fx_copies, o.fx_only);
+  if (*cmds.fixtures_check) return fixtures_check(o.fx_out, o.fx_dir, o.fx_gpu, o.fx_only);
+  return run_grade(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Internal entry points, kept out of CLI11: they run inside the sandbox or as a throwaway child.
+  if (argc > 1 && std::strcmp(argv[1], "__sandbox-exec") == 0) return sandbox_exec_main(argc, argv);
+  if (argc > 1 && std::strcmp(argv[1], "__probe-cuda") == 0) return probe_cuda_main();
+
+  // A graded run uses every case of every gate: a LABKIT_SANITIZER left exported in the shell would make the gates
+  // leave out their largest cases (labkit::gate::under_sanitizer). The sanitizer runs set it themselves.
+  ::unsetenv("LABKIT_SANITIZER");
+  ::unsetenv("LABKIT_SANITIZER_SMALL");
+
+  CLI::App app{"labgrade: builds, runs and scores the gates of the CUDA lab workbook"};
+  app.fallthrough();  // the shared options may follow a sub-command
+  CliOptions opts;
+  const Subcommands cmds = add_command_line(app, opts);
 
   try {
     app.parse(argc, argv);
@@ -176,59 +308,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (!repo.empty()) {
-      g_repo = fs::absolute(repo);
-      build.root = g_repo;
-      release.root = g_repo;
-    }
-    if (!build_dir.empty()) build.build_dir = build_dir;
-    for (const auto& d : grading_dirs) build.grading_dirs.push_back(fs::absolute(d));
-    if (grade.sanitize_strict) grade.sanitize = true;
-    if (*batch_cmd) {
-      batch.submissions = submissions;
-      batch.out = out;
-      batch.build = build;
-      batch.jobs = build.jobs;
-      batch.sanitize = grade.sanitize;
-      batch.sanitize_strict = grade.sanitize_strict;
-      batch.no_sanitizer_checks = grade.no_sanitizer_checks;
-      batch.gate_timeout = grade.gate_timeout;
-      batch.no_hidden = grade.no_hidden;
-      if (batch.labs.empty()) batch.labs = grade.labs;
-      return batch_main(batch);
-    }
-    if (*merge_cmd) {
-      std::vector<fs::path> parts(merge_parts.begin(), merge_parts.end());
-      return merge_main(merge_out, parts, merge_submissions);
-    }
-    if (*release_cmd) {
-      release.out = release_out;
-      return release_main(release);
-    }
-    if (*doctor_cmd) {
-      doctor.build_dir = build.build_dir;
-      doctor.preset = build.preset;
-      doctor.root = g_repo;
-      return doctor_main(doctor);
-    }
-    if (*mat) return fixtures_materialise(fx_dest, fx_dir, fx_copies, fx_only);
-    if (*chk) return fixtures_check(fx_out, fx_dir, fx_gpu, fx_only);
-    grade.color = isatty(1) && !std::getenv("NO_COLOR");
-    // `labgrade` alone is a student's question "where am I?": only the labs with code written, then what next.
-    // Anything that names what to grade or where results go (labs, --solutions, reports, recipe folders, a
-    // prebuilt tree) is a script or an instructor asking for exactly that, as before.
-    const bool first_run = grade.labs.empty() && !grade.solutions && grading_dirs.empty() && !build.no_build &&
-                           grade.outputs.json.empty() && grade.outputs.junit.empty() && grade.outputs.csv.empty() &&
-                           grade.outputs.markdown.empty();
-    if (first_run) return first_run_main(grade);
-    if (grade.labs.size() == 1 && grade.labs[0] == "all") grade.labs.clear();
-    // Without a GPU every GPU gate skips, right or wrong: say so before the results and again under them.
-    const CudaInfo cuda = query_cuda();
-    const bool no_gpu = !cuda.ok;
-    if (no_gpu) print_no_gpu_notice(std::cout, cuda.error);
-    int rc = grade_main(grade);
-    if (no_gpu) std::cout << "\n" << kNoGpuReminder << "\n";
-    return rc;
+    return run_parsed(opts, cmds);
   } catch (const UserError& e) {
     std::cerr << "labgrade: " << e.what() << "\n";
     return 2;

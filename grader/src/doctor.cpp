@@ -72,23 +72,29 @@ bool header_present(const std::string& header) {
   return false;
 }
 
-}  // namespace
-
-int doctor_main(const DoctorOptions& opts) {
-  Report rep;
+// The repository to report on: --repo, else the one around the current folder, else the one around labgrade.
+std::optional<fs::path> find_root(const DoctorOptions& opts) {
   std::optional<fs::path> root;
   if (!opts.root.empty()) root = opts.root;
   if (!root) root = find_repo_root(fs::current_path());
   if (!root) root = find_repo_root(self_exe().parent_path());
-  std::cout << "labgrade doctor" << (root ? " (repository " + root->string() + ")" : "") << "\n\ntoolchain\n";
+  return root;
+}
 
-  // nvcc: PATH, $CUDACXX, the usual toolkit folder, or what a configured build uses.
+// The configured builds to inspect: --build-dir, else the repository's build/gpu and build/ci that exist.
+std::vector<fs::path> configured_builds(const DoctorOptions& opts, const std::optional<fs::path>& root) {
   std::vector<fs::path> builds;
   if (!opts.build_dir.empty())
     builds.push_back(fs::absolute(opts.build_dir));
   else if (root)
     for (const char* p : {"gpu", "ci"})
       if (fs::exists(*root / "build" / p / "CMakeCache.txt")) builds.push_back(*root / "build" / p);
+  return builds;
+}
+
+// Reports nvcc and its version; without it nothing builds (fatal).
+void check_nvcc(Report& rep, const std::vector<fs::path>& builds) {
+  // nvcc: PATH, $CUDACXX, the usual toolkit folder, or what a configured build uses.
   std::optional<fs::path> nvcc;
   if (const char* cxx = std::getenv("CUDACXX")) nvcc = fs::path(cxx);
   if (!nvcc) nvcc = find_program("nvcc", {"/usr/local/cuda/bin"});
@@ -108,7 +114,10 @@ int doctor_main(const DoctorOptions& opts) {
     rep.fail("nvcc not found (PATH, $CUDACXX, /usr/local/cuda/bin)",
              "install the CUDA toolkit (13.x) and put its bin/ folder on PATH");
   }
+}
 
+// Reports cmake and whether it is new enough for the presets (fatal if missing or too old).
+void check_cmake(Report& rep) {
   if (auto cmake = find_program("cmake")) {
     auto r = run_command({cmake->string(), "--version"}, 30);
     std::string v = first_match(r.output, std::regex(R"(cmake version ([0-9.]+))"));
@@ -122,8 +131,10 @@ int doctor_main(const DoctorOptions& opts) {
   } else {
     rep.fail("cmake not found", "install CMake >= 3.25 (tools/setup.sh does on Debian 12 and Ubuntu 24.04)");
   }
+}
 
-  std::cout << "\nGPU\n";
+// Reports the GPUs and driver that nvidia-smi lists.
+void check_nvidia_smi(Report& rep) {
   // nvidia-smi first: it tells "no driver" from "a driver but no GPU" from "a GPU the runtime cannot use".
   if (auto smi = find_program("nvidia-smi")) {
     auto r = run_command({smi->string(), "--query-gpu=name,driver_version", "--format=csv,noheader"}, 30);
@@ -138,6 +149,10 @@ int doctor_main(const DoctorOptions& opts) {
   } else {
     rep.info("no NVIDIA driver (nvidia-smi not found): fine for building and the CPU tests");
   }
+}
+
+// Reports what the CUDA runtime sees (driver and runtime versions, each GPU) and returns it.
+CudaInfo check_cuda_runtime(Report& rep) {
   CudaInfo cuda = query_cuda();
   if (cuda.driver_version > 0)
     rep.ok("CUDA driver supports CUDA " + cuda_version_text(cuda.driver_version) + ", runtime " +
@@ -159,6 +174,11 @@ int doctor_main(const DoctorOptions& opts) {
              "." + std::to_string(g.minor) + ", " + std::to_string(g.sm_count) + " SMs, " + mem + ")");
     }
   }
+  return cuda;
+}
+
+// Reports, per configured build, whether its CUDA architectures run on each GPU found.
+void check_build_architectures(Report& rep, const std::vector<fs::path>& builds, const CudaInfo& cuda) {
   for (const auto& b : builds) {
     std::string archs = cmake_cache_value(b, "CMAKE_CUDA_ARCHITECTURES");
     if (cuda.gpus.empty()) {
@@ -177,8 +197,10 @@ int doctor_main(const DoctorOptions& opts) {
     }
   }
   if (builds.empty()) rep.info("no configured build yet (labgrade configures build/gpu or build/ci when grading)");
+}
 
-  std::cout << "\nlibraries\n";
+// Reports where each library the build needs comes from: a configured build, installed headers, or a download.
+void check_libraries(Report& rep, const std::vector<fs::path>& builds) {
   struct Lib {
     const char* name;
     const char* cache_var;
@@ -204,7 +226,10 @@ int doctor_main(const DoctorOptions& opts) {
       rep.warn(std::string(lib.name) + " not installed",
                std::string("CMake will download it at configure time (needs network); or install ") + lib.package);
   }
+}
 
+// Reports Open MPI when the repository has lab 09.
+void check_open_mpi(Report& rep, const std::optional<fs::path>& root) {
   // Lab 09 distributes over MPI ranks: its build needs Open MPI (mpicxx, mpirun); the other labs do not.
   std::error_code ec;
   bool has_mpi_lab = false;
@@ -218,8 +243,10 @@ int doctor_main(const DoctorOptions& opts) {
       rep.warn("Open MPI not found (mpirun, mpicxx): lab 09 does not build",
                "install openmpi-bin libopenmpi-dev (tools/setup.sh does)");
   }
+}
 
-  std::cout << "\nbatch grading and --sanitize\n";
+// Reports what batch grading and --sanitize need: bubblewrap, root, binutils, cgroup v2, compute-sanitizer.
+void check_batch_and_sanitize(Report& rep) {
   if (!find_program("bwrap"))
     rep.warn("bubblewrap (bwrap) not installed",
              "install bubblewrap for isolated batch grading (without it labgrade batch refuses to run unless "
@@ -247,7 +274,10 @@ int doctor_main(const DoctorOptions& opts) {
     rep.warn("compute-sanitizer not found (on PATH or in /usr/local/cuda/bin)",
              "install the toolkit's sanitizer (Debian/Ubuntu: cuda-sanitizer-13-0) and put it on PATH; only "
              "--sanitize needs it");
+}
 
+// Prints the totals and what to run next; returns the exit status (1 when a problem stops grading).
+int print_summary(const Report& rep, const DoctorOptions& opts, const CudaInfo& cuda) {
   std::cout << "\n"
             << (rep.fatal ? std::to_string(rep.fatal) + " problem(s) stop grading; " : std::string("ready to grade; "))
             << rep.warnings << " warning(s)\n";
@@ -259,6 +289,31 @@ int doctor_main(const DoctorOptions& opts) {
     std::cout << "tools/setup.sh installs the packages on Debian 12 and Ubuntu 24.04 and says what else is missing\n";
   }
   return rep.fatal ? 1 : 0;
+}
+
+}  // namespace
+
+int doctor_main(const DoctorOptions& opts) {
+  Report rep;
+  const std::optional<fs::path> root = find_root(opts);
+  std::cout << "labgrade doctor" << (root ? " (repository " + root->string() + ")" : "") << "\n\ntoolchain\n";
+  const std::vector<fs::path> builds = configured_builds(opts, root);
+  check_nvcc(rep, builds);
+  check_cmake(rep);
+
+  std::cout << "\nGPU\n";
+  check_nvidia_smi(rep);
+  const CudaInfo cuda = check_cuda_runtime(rep);
+  check_build_architectures(rep, builds, cuda);
+
+  std::cout << "\nlibraries\n";
+  check_libraries(rep, builds);
+  check_open_mpi(rep, root);
+
+  std::cout << "\nbatch grading and --sanitize\n";
+  check_batch_and_sanitize(rep);
+
+  return print_summary(rep, opts, cuda);
 }
 
 }  // namespace labgrade

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "devices.h"
@@ -155,18 +156,21 @@ void print_no_gpu_notice(std::ostream& out, const std::string& reason) {
          "to your course's autograder, which runs the gates on a GPU. `labgrade doctor` says what is missing here.\n\n";
 }
 
-int first_run_main(GradeOptions grade) {
-  BuildOptions& bo = grade.build;
+namespace {
+
+// The workbook to grade: --repo, else the one around the current folder, else the one around labgrade.
+fs::path resolve_root(BuildOptions& bo) {
   if (bo.root.empty()) {
     auto root = find_repo_root(fs::current_path());
     if (!root) root = find_repo_root(self_exe().parent_path());
     if (!root) throw UserError("not inside the lab workbook (no folder with labs/ and common/ above here)");
     bo.root = *root;
   }
-  const fs::path root = bo.root;
-  std::cout << "labgrade: grading the labs you have started (`labgrade 01` grades one lab whatever its state, "
-               "`labgrade --help` lists the options)\n";
+  return bo.root;
+}
 
+// Picks the preset from the hardware, prints the GPU or the no-GPU notice; returns whether the gates can run.
+bool detect_gpu(BuildOptions& bo) {
   // The preset follows the hardware (a GPU that the driver cannot serve still gets the gpu build, whose gates
   // then report the driver's error); whether the gates can run follows the CUDA runtime.
   auto smi = nvidia_smi_gpus();
@@ -180,9 +184,11 @@ int first_run_main(GradeOptions grade) {
     print_no_gpu_notice(std::cout, smi.empty() ? cuda.error
                                                : "nvidia-smi lists " + join(smi, ", ") +
                                                      " but CUDA cannot use it: " + cuda.error);
+  return usable;
+}
 
-  auto labs = scan_labs(root);
-  if (labs.empty()) throw UserError("no labs/NN_topic/student/ folders in " + root.string());
+// Prints one line per lab (started or not, and why); returns the ids of the started labs.
+std::vector<std::string> print_lab_states(const std::vector<LabState>& labs) {
   std::vector<std::string> started;
   std::cout << "\n";
   for (const auto& l : labs) {
@@ -192,31 +198,27 @@ int first_run_main(GradeOptions grade) {
     if (l.started) started.push_back(l.id);
   }
   std::cout << "\n";
+  return started;
+}
 
-  // The build first, even with nothing to grade: a fresh clone learns now whether its toolchain works.
-  Build b;
+// Configures the build if needed; when that fails, prints the error and `labgrade doctor`'s report instead.
+std::optional<Build> prepare_build_or_doctor(BuildOptions& bo, const fs::path& root) {
   try {
-    b = prepare_build(bo);
+    Build b = prepare_build(bo);
     bo.build_dir = b.dir;
+    return b;
   } catch (const UserError& e) {
     std::cerr << "labgrade: " << e.what() << "\n\nlabgrade doctor:\n";
     DoctorOptions d;
     d.root = root;
     doctor_main(d);
-    return 2;
+    return std::nullopt;
   }
+}
 
-  std::vector<std::string> in_build;  // labs the build has recipes for (LABS_ONLY may leave some out)
-  for (const auto& r : load_recipes(b.grading_dirs)) in_build.push_back(r.lab);
-
-  auto next_unstarted = std::find_if(labs.begin(), labs.end(), [](const LabState& l) { return !l.started; });
-  if (started.empty()) {
-    const LabState& first = labs.front();
-    std::cout << "Nothing to grade yet: no lab has code written. Start with lab " << first.id << ": "
-              << readme_of(first, root) << " (write labs/" << first.name << "/student/, then run labgrade again).\n";
-    return 0;
-  }
-
+// The started labs that the build has recipes for; says for each of the others how to add it.
+std::vector<std::string> gradable_labs(const std::vector<std::string>& started,
+                                       const std::vector<std::string>& in_build, const BuildOptions& bo) {
   std::vector<std::string> gradable;
   for (const auto& id : started) {
     if (std::find(in_build.begin(), in_build.end(), id) != in_build.end()) {
@@ -227,22 +229,20 @@ int first_run_main(GradeOptions grade) {
               << cmake_cache_value(bo.build_dir, "LABS_ONLY") << "): add it, e.g. LABS_ONLY=\"...;" << id
               << "\" cmake --workflow --preset " << (bo.preset.empty() ? "gpu" : bo.preset) << "\n";
   }
-  if (gradable.empty()) return 1;
-  started = gradable;
-  grade.labs = gradable;
-  // grade_main prints the table; the summary below reads the scores back from its Gradescope file.
-  // Not in grading/: every lab*.json there is read as a grading recipe.
-  grade.outputs.json = (bo.build_dir / "labgrade-last-results.json").string();
-  int rc = grade_main(grade);
-  auto scores = scores_from_results(grade.outputs.json);
+  return gradable;
+}
 
-  std::cout << "\n";
+// Under the results: without a GPU the reminder and the next lab; else the first started lab short of full marks
+// and its open gates, or the next lab to start.
+void print_next_step(const std::vector<LabState>& labs, const std::vector<std::string>& started,
+                     const std::map<std::string, LabScore>& scores, bool usable, const fs::path& root) {
+  auto next_unstarted = std::find_if(labs.begin(), labs.end(), [](const LabState& l) { return !l.started; });
   if (!usable) {
     std::cout << kNoGpuReminder << "\n";
     if (next_unstarted != labs.end())
       std::cout << "Next: lab " << next_unstarted->id << " (" << readme_of(*next_unstarted, root)
                 << "), or get GPU feedback on the labs above first.\n";
-    return rc;
+    return;
   }
   for (const auto& id : started) {
     auto it = scores.find(id);
@@ -257,7 +257,7 @@ int first_run_main(GradeOptions grade) {
                 << readme_of(*std::find_if(labs.begin(), labs.end(), [&](const LabState& l) { return l.id == id; }),
                              root)
                 << "\n";
-      return rc;
+      return;
     }
   }
   if (next_unstarted != labs.end())
@@ -265,6 +265,47 @@ int first_run_main(GradeOptions grade) {
               << readme_of(*next_unstarted, root) << "\n";
   else
     std::cout << "Every lab has full marks.\n";
+}
+
+}  // namespace
+
+int first_run_main(GradeOptions grade) {
+  BuildOptions& bo = grade.build;
+  const fs::path root = resolve_root(bo);
+  std::cout << "labgrade: grading the labs you have started (`labgrade 01` grades one lab whatever its state, "
+               "`labgrade --help` lists the options)\n";
+  const bool usable = detect_gpu(bo);
+
+  auto labs = scan_labs(root);
+  if (labs.empty()) throw UserError("no labs/NN_topic/student/ folders in " + root.string());
+  std::vector<std::string> started = print_lab_states(labs);
+
+  // The build first, even with nothing to grade: a fresh clone learns now whether its toolchain works.
+  const std::optional<Build> b = prepare_build_or_doctor(bo, root);
+  if (!b) return 2;
+
+  std::vector<std::string> in_build;  // labs the build has recipes for (LABS_ONLY may leave some out)
+  for (const auto& r : load_recipes(b->grading_dirs)) in_build.push_back(r.lab);
+
+  if (started.empty()) {
+    const LabState& first = labs.front();
+    std::cout << "Nothing to grade yet: no lab has code written. Start with lab " << first.id << ": "
+              << readme_of(first, root) << " (write labs/" << first.name << "/student/, then run labgrade again).\n";
+    return 0;
+  }
+
+  std::vector<std::string> gradable = gradable_labs(started, in_build, bo);
+  if (gradable.empty()) return 1;
+  started = gradable;
+  grade.labs = gradable;
+  // grade_main prints the table; the summary below reads the scores back from its Gradescope file.
+  // Not in grading/: every lab*.json there is read as a grading recipe.
+  grade.outputs.json = (bo.build_dir / "labgrade-last-results.json").string();
+  int rc = grade_main(grade);
+  auto scores = scores_from_results(grade.outputs.json);
+
+  std::cout << "\n";
+  print_next_step(labs, started, scores, usable, root);
   return rc;
 }
 
