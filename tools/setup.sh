@@ -25,10 +25,11 @@ missing=()  # what stops the build, with its fix
 notes=()    # what limits what can be checked here, with its fix
 
 # ---- packages ------------------------------------------------------------------------------------------------
-# The build: cmake, a C++ compiler, ninja; the libraries of the gates and labgrade: Catch2 v3, CLI11, toml++,
+# The build: cmake with make (the presets' generator is CMake's default, Unix Makefiles; a minimal Debian image has
+# no make), a C++ compiler, ninja; the libraries of the gates and labgrade: Catch2 v3, CLI11, toml++,
 # nlohmann-json, fmt. bubblewrap: labgrade batch's sandbox. python3: the docs checks and the rubric tables;
 # python3-yaml: the grader's test of the GitHub Classroom workflow. Open MPI: lab 09 (distributed matmul).
-pkgs=(cmake ninja-build g++ libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev bubblewrap
+pkgs=(cmake make ninja-build g++ libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev bubblewrap
       python3 python3-yaml openmpi-bin libopenmpi-dev)
 
 if [ -r /etc/os-release ]; then . /etc/os-release; fi
