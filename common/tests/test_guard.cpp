@@ -112,7 +112,7 @@ TEST_CASE("the guard band is at least one tile row of every lab 01 shape and bou
   CHECK(labkit::default_guard_bytes(0) == labkit::kMinGuardBytes);
   CHECK(labkit::default_guard_bytes(4) == labkit::kMinGuardBytes);
   CHECK(labkit::default_guard_bytes(std::size_t(16) << 20) == std::size_t(16) << 20);  // 2048^2 floats
-  CHECK(labkit::default_guard_bytes(std::size_t(1) << 30) == labkit::kMaxGuardBytes);  // lab 05: 2^28 floats
+  CHECK(labkit::default_guard_bytes(std::size_t(1) << 30) == labkit::kMaxGuardBytes);  // a 1 GiB array (2^28 floats)
   CHECK(labkit::default_guard_bytes(4, std::size_t(100) << 20) == std::size_t(100) << 20);  // a gate asks for more
   CHECK(labkit::default_guard_bytes((std::size_t(3) << 20) + 3) % 256 == 0);  // the array stays 256-byte aligned
   // A store one whole tile row too far (T rows of N elements after the last row) lands inside the band, for the

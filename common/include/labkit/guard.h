@@ -94,8 +94,9 @@ GuardScan scan_guard_host(const void* base, std::size_t begin, std::size_t end, 
 //   Why the array's own size: a tile row of an M x N matrix (T rows of N elements) is at most the whole matrix
 //   when M >= T, and the 1 MiB floor covers it when M < T for every tile the labs use (128 rows x 2048 floats,
 //   64 x 2048 doubles). It also catches a store at twice the right index, or one matrix too far.
-//   Why the cap: lab 05 times 2^28-element arrays (1 GiB): a band as large as the array would double what a gate
-//   allocates; 64 MiB a side costs 12.5 % there, and at most 3x for arrays under 64 MiB, whose total is small.
+//   Why the cap: the largest arrays the gates allocate are 256-512 MiB (lab 05's timed 2^26 floats, lab 03's
+//   8192 x 8192 floats, lab 06's 8192 x 8192 doubles): a band as large as the array would double what a gate
+//   allocates; 64 MiB a side adds 25-50 % there, and at most 3x for arrays under 64 MiB, whose total is small.
 //   Time: filling and checking are one device pass over the bands each (128 MiB at most: well under a
 //   millisecond at HBM bandwidth) and 48 bytes copied back.
 constexpr std::size_t kMinGuardBytes = std::size_t(1) << 20;

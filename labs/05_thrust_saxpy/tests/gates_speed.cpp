@@ -1,5 +1,5 @@
 // Lab 05 speed gates: each saxpy, and the fused saxpy+norm (step 5b), against a cudaMemcpy D2D copy of the same
-// number of bytes, all at 2^28 floats and each checked at that size before it is timed. What the gate files share
+// number of bytes, all at 2^26 floats (gate_util.h's kTimed) and each checked at that size before it is timed. What the gate files share
 // is in gate_util.h; the correctness gates are in gates.cpp.
 #include <catch2/catch_test_macros.hpp>
 
