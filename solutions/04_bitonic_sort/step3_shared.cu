@@ -166,6 +166,18 @@ void global_step(float* keys, std::uint32_t n, std::uint32_t N, std::uint32_t j,
   LABKIT_CHECK_LAUNCH();
 }
 
+// Tuning knobs, overridable at compile time (tools/tuning/tune04.cu): the log2 of the largest chunk (0: as many keys
+// as one block's shared memory holds) and the most threads of a shared-memory block.
+#ifndef LAB04_STEP3_CHUNK_LOG2
+#define LAB04_STEP3_CHUNK_LOG2 0
+#endif
+#ifndef LAB04_STEP3_THREADS
+#define LAB04_STEP3_THREADS 1024
+#endif
+constexpr unsigned kSharedThreads = LAB04_STEP3_THREADS;
+static_assert(kSharedThreads >= 32 && kSharedThreads <= 1024 && (kSharedThreads & (kSharedThreads - 1)) == 0,
+              "a power of two from 32 to 1024 threads");
+
 // The largest power-of-two chunk whose elements (bytes_per_slot each) fit in one block's shared memory (the
 // opt-in maximum: 227 KiB on an H100, so 2^15 keys).
 std::uint32_t shared_chunk(std::size_t bytes_per_slot) {
@@ -174,6 +186,7 @@ std::uint32_t shared_chunk(std::size_t bytes_per_slot) {
   LABKIT_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   std::uint32_t c = 2;
   while (std::size_t(c) * 2 * bytes_per_slot <= std::size_t(optin)) c <<= 1;
+  if (LAB04_STEP3_CHUNK_LOG2 > 0 && c > (1u << LAB04_STEP3_CHUNK_LOG2)) c = 1u << LAB04_STEP3_CHUNK_LOG2;
   return c;
 }
 }  // namespace
@@ -185,7 +198,7 @@ void sort_shared(float* keys, std::size_t n_in, Order order) {
   const std::uint32_t max_chunk = shared_chunk(sizeof(float));
   const std::uint32_t chunk = N < max_chunk ? N : max_chunk;  // small arrays: one block sorts everything
   const std::size_t smem = std::size_t(chunk) * sizeof(float);
-  const unsigned threads = chunk / 2 < 1024 ? chunk / 2 : 1024;
+  const unsigned threads = chunk / 2 < kSharedThreads ? chunk / 2 : kSharedThreads;
   const unsigned blocks = N / chunk;
   // More than 48 KiB of dynamic shared memory must be requested explicitly, per kernel.
   LABKIT_CUDA(cudaFuncSetAttribute(bitonic_sort_chunks_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

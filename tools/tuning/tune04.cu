@@ -6,7 +6,8 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90 --extended-lambda -Ilabs/04_bitonic_sort -Ilabs/04_bitonic_sort/tests \
 //     -Icommon/include tools/tuning/tune04.cu tools/tuning/tune04_step3.cu \
 //     solutions/04_bitonic_sort/step1_global_pow2.cu build/gpu/common/liblabkit.a -lcublas -lcusparse -o /tmp/tune04
-// Variants: add -DLAB04_FUSE_GLOBAL=4 (steps per fused global pass, 1..5) or -DLAB04_FUSE_SHARED=3 (1..5; 5 spills).
+// Variants: add -DLAB04_FUSE_GLOBAL=4 (steps per fused global pass, 1..5) or -DLAB04_FUSE_SHARED=3 (1..5; 5 spills);
+// for step 3, -DLAB04_STEP3_CHUNK_LOG2=13 (the largest chunk, 2^13 keys) and -DLAB04_STEP3_THREADS=512.
 // Usage: /tmp/tune04 [--quick]   (--quick: 2^24 only, no 2^26)
 #include "../../solutions/04_bitonic_sort/step5_fused.cu"
 #include "thrust_sort.cu"
