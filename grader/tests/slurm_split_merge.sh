@@ -32,11 +32,20 @@ done
 mkdir -p "$subs/erin" "$subs/.hidden-folder"   # erin: nothing submitted; dot folders are not students
 echo "== $lab, students: $(ls "$subs" | tr '\n' ' ')"
 
+# Where bubblewrap is missing or cannot create namespaces (a chroot, a container without user namespaces), `labgrade
+# batch` refuses to grade unless told --sandbox none: ask for that fallback, as an instructor there would have to.
+# (The same probe as labgrade's own bwrap_works in grader/src/sandbox.cpp.)
+sandbox=()
+if ! bwrap --ro-bind / / --unshare-pid --unshare-net --die-with-parent --new-session --proc /proc --dev /dev \
+    --tmpfs /tmp true >/dev/null 2>&1; then
+  sandbox=(--sandbox none)
+  echo "== bubblewrap cannot run here: the parts are graded with --sandbox none"
+fi
 for k in 0 1; do
   echo "== part $k of 2"
   rc=0
   SLURM_ARRAY_TASK_ID=$k SLURM_ARRAY_TASK_COUNT=2 LABGRADE=$labgrade \
-    bash "$slurm/grade-array.sbatch" "$subs" "$run" --lab "$lab_no" -j 2 >"$tmp/part-$k.log" 2>&1 || rc=$?
+    bash "$slurm/grade-array.sbatch" "$subs" "$run" --lab "$lab_no" -j 2 "${sandbox[@]}" >"$tmp/part-$k.log" 2>&1 || rc=$?
   tail -n 4 "$tmp/part-$k.log"
   [ "$rc" -eq 0 ] || { cat "$tmp/part-$k.log"; echo "FAIL: part $k exited with $rc"; exit 1; }
 done
