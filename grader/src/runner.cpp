@@ -94,16 +94,19 @@ std::optional<KillDetail> ran_out(const ProgressClock& clock, const ProgressMark
   return d;
 }
 
-Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gates, int number,
-                    const LabBudget& lab_budget) {
-  Attempt a;
-  int fds[2];
+// The result channel's pipe, its read end non-blocking; fds[1] is the write end the gate binary gets as fd 3.
+void open_channel(const GateRunSpec& spec, int fds[2]) {
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
   // Under a dedicated uid the gate reopens /dev/fd/3, which checks the pipe's owner: give it the write end.
   int uid = slot_uid(spec.process.sandbox, spec.process.slot);
   if (uid >= 0) (void)!fchown(fds[1], uid, uid);
+}
 
+// How one attempt starts the gate binary: spec.process with the command line for `gates`, the console log and the
+// channel's write end.
+ProcessSpec attempt_process(const GateRunSpec& spec, const std::vector<std::string>& gates, const fs::path& log,
+                            int channel_fd) {
   ProcessSpec ps = spec.process;
   ps.argv = spec.prefix;
   ps.argv.insert(ps.argv.end(), spec.launcher.begin(), spec.launcher.end());
@@ -113,29 +116,35 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
   std::vector<std::string> names;
   for (const auto& g : gates) names.push_back(catch2_test_arg(g));
   ps.argv.push_back(join(names, ","));
-  a.log = spec.log_dir / (spec.log_tag + std::to_string(number) + ".log");
-  ps.output = a.log;
-  ps.channel_fd = fds[1];
+  ps.output = log;
+  ps.channel_fd = channel_fd;
   if (ps.cwd.empty()) ps.cwd = spec.log_dir;
+  return ps;
+}
 
-  auto start = Clock::now();
-  auto open_since = start;
-  std::string current_open;
-  std::size_t seen_events = 0;
-  char buf[65536];
-  auto drain = [&] {
+// What the grader follows while one attempt runs: the channel's read end and what came through it, the gate that
+// is open, and the progress clock of the gate binary's processes.
+struct AttemptWatch {
+  AttemptWatch(const GateRunSpec& s, Attempt& at, int read_fd) : spec(s), a(at), fd(read_fd) {}
+
+  // Reads everything the channel holds now into the parser; true at end of file (every writer is gone).
+  bool drain() {
     for (;;) {
-      ssize_t n = ::read(fds[0], buf, sizeof buf);
+      ssize_t n = ::read(fd, buf, sizeof buf);
       if (n > 0) {
         a.parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
         continue;
       }
       return n == 0;  // true: end of file (every writer is gone)
     }
-  };
-  std::optional<ProgressClock> clock;
-  ProgressMark quiet_from, open_from;  // where the clock stood at the last event and when the open gate started
-  auto track = [&] {
+  }
+  // Reads until end of file, for `span` at most.
+  void drain_for(std::chrono::milliseconds span) {
+    auto until = Clock::now() + span;
+    while (Clock::now() < until && !drain()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // After new gate events: the silence starts again, and so does the gate interval when another gate opened.
+  void track() {
     if (a.parser.gate_events() == seen_events) return;
     seen_events = a.parser.gate_events();
     quiet_from = ProgressMark::now(*clock);
@@ -145,9 +154,75 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
       open_from = quiet_from;
       if (!current_open.empty() && spec.on_gate_start) spec.on_gate_start(current_open);
     }
-  };
-  const int cores = usable_cpus();
+  }
 
+  const GateRunSpec& spec;
+  Attempt& a;
+  const int fd;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point open_since = start;
+  std::string current_open;
+  std::size_t seen_events = 0;
+  std::optional<ProgressClock> clock;  // set once the process has started
+  ProgressMark quiet_from, open_from;  // where the clock stood at the last event and when the open gate started
+  const int cores = usable_cpus();
+  char buf[65536];
+};
+
+// Which limit the running attempt has passed, if any: the open gate's (between gates, the silence's), then the
+// lab's, which takes precedence. With one passed, `detail` says what it counted.
+Kill over_limit(const AttemptWatch& w, const LabBudget& lab_budget, KillDetail& detail) {
+  const GateRunSpec& spec = w.spec;
+  Kill killed = Kill::none;
+  std::optional<KillDetail> out;
+  if (!w.current_open.empty()) {
+    if ((out = ran_out(*w.clock, w.open_from, spec.gate_time_limit_s, spec.wall_factor, w.cores)))
+      killed = Kill::gate_timeout;
+  } else if ((out = ran_out(*w.clock, w.quiet_from, quiet_limit(spec), spec.wall_factor, w.cores))) {
+    killed = Kill::stall_timeout;
+  }
+  const double lab_progress = lab_budget.progress_used + w.clock->progress_seconds();
+  if (lab_progress > spec.time_limit_s || Clock::now() > lab_budget.wall_deadline) {
+    killed = Kill::lab_timeout;
+    out = KillDetail{lab_progress > spec.time_limit_s ? Limit::progress : Limit::wall, lab_progress,
+                     w.clock->cpu_seconds(), w.clock->wall_seconds()};
+  }
+  if (killed != Kill::none) detail = *out;
+  return killed;
+}
+
+// Follows the started process until it exits or passes a limit (then it is killed), reading the channel as it
+// goes; stores how it ended in w.a (exit, killed, detail).
+void watch(Process& p, AttemptWatch& w, const LabBudget& lab_budget) {
+  for (;;) {
+    pollfd pfd{w.fd, POLLIN, 0};
+    ::poll(&pfd, 1, 50);
+    w.drain();
+    w.clock->sample();
+    w.track();
+    if (auto e = p.poll()) {
+      w.a.exit = *e;
+      break;
+    }
+    w.a.killed = over_limit(w, lab_budget, w.a.detail);
+    if (w.a.killed != Kill::none) {
+      p.kill_all();
+      w.a.exit = p.wait();
+      break;
+    }
+  }
+}
+
+// One start of the gate binary for `gates` (attempt `number`, logged as <log_tag><number>.log), within what is left
+// of the lab's budget: starts it, follows it to its end and reads its channel to the last line.
+Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gates, int number,
+                    const LabBudget& lab_budget) {
+  Attempt a;
+  int fds[2];
+  open_channel(spec, fds);
+  a.log = spec.log_dir / (spec.log_tag + std::to_string(number) + ".log");
+  const ProcessSpec ps = attempt_process(spec, gates, a.log, fds[1]);
+  AttemptWatch w(spec, a, fds[0]);
   {
     std::optional<Process> p;
     try {
@@ -158,52 +233,21 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
       throw;
     }
     ::close(fds[1]);
-    clock.emplace(p->pid());
-    for (;;) {
-      pollfd pfd{fds[0], POLLIN, 0};
-      ::poll(&pfd, 1, 50);
-      drain();
-      clock->sample();
-      track();
-      if (auto e = p->poll()) {
-        a.exit = *e;
-        break;
-      }
-      std::optional<KillDetail> out;
-      if (!current_open.empty()) {
-        if ((out = ran_out(*clock, open_from, spec.gate_time_limit_s, spec.wall_factor, cores)))
-          a.killed = Kill::gate_timeout;
-      } else if ((out = ran_out(*clock, quiet_from, quiet_limit(spec), spec.wall_factor, cores))) {
-        a.killed = Kill::stall_timeout;
-      }
-      const double lab_progress = lab_budget.progress_used + clock->progress_seconds();
-      if (lab_progress > spec.time_limit_s || Clock::now() > lab_budget.wall_deadline) {
-        a.killed = Kill::lab_timeout;
-        out = KillDetail{lab_progress > spec.time_limit_s ? Limit::progress : Limit::wall, lab_progress,
-                         clock->cpu_seconds(), clock->wall_seconds()};
-      }
-      if (a.killed != Kill::none) {
-        a.detail = *out;
-        p->kill_all();
-        a.exit = p->wait();
-        break;
-      }
-    }
+    w.clock.emplace(p->pid());
+    watch(*p, w, lab_budget);
     // Lines written just before the exit are still in the pipe; a leftover grandchild may hold it open, so read
     // for a moment, then kill everything and read what remains.
-    auto until = Clock::now() + std::chrono::milliseconds(200);
-    while (Clock::now() < until && !drain()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    w.drain_for(std::chrono::milliseconds(200));
     p->kill_all();
   }
-  auto until = Clock::now() + std::chrono::milliseconds(500);
-  while (Clock::now() < until && !drain()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  w.drain_for(std::chrono::milliseconds(500));
   ::close(fds[0]);
-  track();
+  w.track();
   a.parser.finish();
-  if (!current_open.empty()) a.open_gate_seconds = secs(Clock::now() - open_since);
-  a.seconds = secs(Clock::now() - start);
-  a.progress = clock->progress_seconds();
-  a.waited = clock->waited_seconds();
+  if (!w.current_open.empty()) a.open_gate_seconds = secs(Clock::now() - w.open_since);
+  a.seconds = secs(Clock::now() - w.start);
+  a.progress = w.clock->progress_seconds();
+  a.waited = w.clock->waited_seconds();
   return a;
 }
 
