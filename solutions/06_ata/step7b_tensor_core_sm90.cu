@@ -1,5 +1,9 @@
 // Lab 06 reference, step 7b: the Hopper fp64 tensor-core shapes (mma.sync m16n8k8, sm_90) fed by a cp.async pipeline,
 // 16-byte fragment loads and stores, with step 6's symmetry.
+// The kernel (about 140 lines) is past the project's ~100-line guide on purpose: the fragment loads and the
+// epilogue's 16-byte stores must use the same map of MMA rows and columns to tile rows and columns (the step's idea,
+// explained above the kernel), and with the cp.async pipeline they share the 64 accumulator doubles per lane, so
+// they stay one function; the MMA and cp.async instructions are the small helpers beside it.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
