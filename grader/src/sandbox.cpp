@@ -9,11 +9,14 @@
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +31,25 @@ namespace {
 bool is_under(const fs::path& p, const fs::path& dir) {
   auto rel = p.lexically_relative(dir);
   return !rel.empty() && *rel.begin() != "..";
+}
+
+// The second hold on a block of uids, beside its lock file: an abstract socket named after the block, which every
+// process of this network namespace sees whatever its root directory. A grader in a chroot (a CI rehearsal on a
+// developer's machine) has its own /run/lock, so the lock file alone would let both take the same uids and sweep
+// each other's processes. False when another process holds the name; the descriptor stays open until the process
+// ends, and the kernel frees the name then. Where no socket can be made, the lock file alone decides.
+bool hold_block_name(int base) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string name = "labgrade-uids-" + std::to_string(base);
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());  // sun_path[0] stays 0: the abstract namespace
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0) return true;
+  const bool held = errno == EADDRINUSE;
+  ::close(fd);
+  return !held;
 }
 
 }  // namespace
@@ -137,7 +159,7 @@ void reserve_uid_block(SandboxSettings& s, int slots) {
     fs::path lock = lock_dir / ("labgrade-uids-" + std::to_string(base) + ".lock");
     int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) continue;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && hold_block_name(base)) {
       s.uid_base = base;  // the descriptor stays open (and locked) until the process ends
       return;
     }

@@ -7,11 +7,14 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -346,4 +349,27 @@ TEST_CASE("without bubblewrap the batch refuses to grade unless told --sandbox n
   CHECK_THAT(read_file(out / "solution_1" / "results.json"), ContainsSubstring("Isolation: " + iso));
   CHECK_THAT(read_file(out / "gradebook.csv"), ContainsSubstring("," + iso + "\n"));
   CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("Isolation: " + iso));
+}
+
+TEST_CASE("a block of sandbox uids held from another lock folder (a chroot) is not taken again", "[sandbox]") {
+  // A grader in a chroot (a CI rehearsal on the same machine) has its own /run/lock: it holds a block through the
+  // block's abstract socket, which this process sees, and not through a lock file this process could see.
+  SandboxSettings first;
+  first.drop_uid = true;
+  reserve_uid_block(first, 1);
+  const int next = first.uid_base + 100;  // the block a second reservation would otherwise get (blocks of 100 uids)
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string name = "labgrade-uids-" + std::to_string(next);
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  const bool held = bind(fd, reinterpret_cast<const sockaddr*>(&addr),
+                         static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())) == 0;
+  SandboxSettings second;
+  second.drop_uid = true;
+  reserve_uid_block(second, 1);
+  close(fd);
+  CHECK(second.uid_base != first.uid_base);
+  if (held) CHECK(second.uid_base != next);  // else someone else holds it, and it is skipped anyway
 }
