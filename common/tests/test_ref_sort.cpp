@@ -20,6 +20,30 @@ TEST_CASE("float_order_key orders -inf < negatives < -0 < +0 < positives < inf <
   CHECK(labkit::float_order_key(0.f, true) < labkit::float_order_key(-0.f, true));  // descending: +0 before -0
 }
 
+TEST_CASE("float_sort_key is a bijection that refines float_order_key in both directions", "[cpu][sort]") {
+  // Every special class, the boundaries between them, and a stride through all 2^32 patterns.
+  std::vector<std::uint32_t> bits{0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x007FFFFFu, 0x807FFFFFu,
+                                  0x3F800000u, 0xBF800000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F800000u, 0xFF800000u,
+                                  0x7F800001u, 0xFF800001u, 0x7FC00000u, 0xFFC00000u, 0x7FFFFFFFu, 0xFFFFFFFFu};
+  for (std::uint64_t u = 0; u < (std::uint64_t(1) << 32); u += 65537) bits.push_back(std::uint32_t(u));
+  for (std::uint32_t mask : {0u, 0xFFFFFFFFu}) {
+    const bool desc = mask != 0;
+    for (std::uint32_t a : bits) {
+      CHECK(labkit::float_from_sort_key(labkit::float_sort_key(a, mask), mask) == a);
+      for (std::uint32_t b : {0x00000000u, 0x80000000u, 0x3F800000u, 0xFF800000u, 0x7F800000u, 0x7FC00000u,
+                              0xFFC00000u, a ^ 1u}) {
+        const std::uint32_t oa = labkit::float_order_key(labkit::bits_float(a), desc),
+                            ob = labkit::float_order_key(labkit::bits_float(b), desc);
+        if (oa < ob) CHECK(labkit::float_sort_key(a, mask) < labkit::float_sort_key(b, mask));
+        if (a != b) CHECK(labkit::float_sort_key(a, mask) != labkit::float_sort_key(b, mask));
+      }
+    }
+  }
+  // The largest key (0xFFFFFFFF, the sorts' padding) is a value that sorts last: a NaN ascending, -inf descending.
+  CHECK(std::isnan(labkit::bits_float(labkit::float_from_sort_key(0xFFFFFFFFu))));
+  CHECK(labkit::float_from_sort_key(0xFFFFFFFFu, 0xFFFFFFFFu) == 0xFF800000u);
+}
+
 TEST_CASE("sort_ref puts NaNs last and -0 before +0; descending is the mirror image", "[cpu][sort]") {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const auto up = labkit::sort_ref({nan, 1.f, 0.f, -0.f, -inf, inf, -1.f, nan}, false);

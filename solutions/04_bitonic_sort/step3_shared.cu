@@ -5,6 +5,14 @@
 // The network is step 2's "flip" form: the first step of stage k pairs slot i with its mirror image i ^ (k-1), and
 // every comparator puts the smaller key at the lower index, so a padding slot (i >= n) would never move and every
 // comparator that touches one is skipped.
+//
+// Integer keys in shared memory. A chunk is converted once on load into labkit::float_sort_key (an unsigned integer
+// that orders like float_order_key and converts back exactly) and once on store: the compare-exchanges each key
+// then takes (14 in kernel B, 105 in kernel A with 2^14-key chunks) are one integer compare each, where
+// float_order_key costs a NaN test and a select per key per compare. That nearly halves kernel A (1.43 ms -> 0.82 ms
+// at 2^24 keys on an H100) and takes the whole sort from 2.79x to 3.61x the one-kernel-per-step network
+// (tools/tuning/tune04). The global steps keep floats: each moves 8 bytes of DRAM per compare, which hides the
+// conversion.
 #include <stdexcept>
 #include <string>
 
@@ -79,6 +87,11 @@ __global__ void bitonic_step_global_kernel(float* keys, std::uint32_t n, std::ui
 // j < chunk pairs slots of the same chunk, so those steps need no global memory at all: the chunk is loaded once,
 // all its steps run in shared memory separated by __syncthreads(), and it is stored once.
 //
+// Padding in shared memory is the largest key, 0xFFFFFFFF: a comparator that touches a padding slot has it as its
+// higher slot (mirror form) and never swaps (0xFFFFFFFF is not greater than anything), so the shared steps need no
+// "is this slot real" test at all. A real key equal to 0xFFFFFFFF is bit-identical to the padding: a harmless tie.
+constexpr std::uint32_t kPadKey = 0xFFFFFFFFu;
+//
 // Bank conflicts: for j >= 32 a warp's 32 lower slots are 32 consecutive words (32 banks, conflict-free); for
 // j < 32 the lower slots of a warp spread over 64 words, a 2-way conflict (one extra shared-memory cycle).
 //
@@ -87,19 +100,17 @@ __global__ void bitonic_step_global_kernel(float* keys, std::uint32_t n, std::ui
 // (the compiler cannot do that itself: it cannot prove that a store to sk[] does not alias the next load).
 constexpr std::uint32_t kSharedBatch = 4;
 
-__device__ __forceinline__ void shared_step(float* sk, std::uint32_t base, std::uint32_t n, std::uint32_t chunk,
-                                            std::uint32_t j, bool flip, std::uint32_t mask) {
+__device__ __forceinline__ void shared_step(std::uint32_t* sk, std::uint32_t chunk, std::uint32_t j, bool flip) {
   const std::uint32_t pairs = chunk / 2;
   for (std::uint32_t t0 = threadIdx.x; t0 < pairs; t0 += kSharedBatch * blockDim.x) {
-    std::uint32_t lo[kSharedBatch], hi[kSharedBatch];
-    float a[kSharedBatch], b[kSharedBatch];
+    std::uint32_t lo[kSharedBatch], hi[kSharedBatch], a[kSharedBatch], b[kSharedBatch];
     bool live[kSharedBatch];
 #pragma unroll
     for (std::uint32_t q = 0; q < kSharedBatch; ++q) {
       const std::uint32_t t = t0 + q * blockDim.x;
       lo[q] = pair_low(t, j);
       hi[q] = flip ? (lo[q] ^ (2 * j - 1)) : (lo[q] + j);  // both inside the chunk: 2j <= chunk
-      live[q] = t < pairs && base + hi[q] < n;               // padding partner: no-op (see the top)
+      live[q] = t < pairs;  // small chunks have fewer pairs than threads * kSharedBatch; padding needs no test
       if (live[q]) {
         a[q] = sk[lo[q]];
         b[q] = sk[hi[q]];
@@ -107,7 +118,7 @@ __device__ __forceinline__ void shared_step(float* sk, std::uint32_t base, std::
     }
 #pragma unroll
     for (std::uint32_t q = 0; q < kSharedBatch; ++q)
-      if (live[q] && order_key(a[q], mask) > order_key(b[q], mask)) {
+      if (live[q] && a[q] > b[q]) {
         sk[lo[q]] = b[q];
         sk[hi[q]] = a[q];
       }
@@ -118,42 +129,42 @@ __device__ __forceinline__ void shared_step(float* sk, std::uint32_t base, std::
   __syncthreads();
 }
 
-__device__ __forceinline__ void load_chunk(const float* keys, float* sk, std::uint32_t base, std::uint32_t n,
-                                           std::uint32_t chunk) {
-  // Consecutive threads load consecutive words: coalesced. Padding slots are left unset; no comparator reads them.
+__device__ __forceinline__ void load_chunk(const float* keys, std::uint32_t* sk, std::uint32_t base,
+                                           std::uint32_t n, std::uint32_t chunk, std::uint32_t mask) {
+  // Consecutive threads load consecutive words: coalesced. Each key is converted once, here.
   for (std::uint32_t t = threadIdx.x; t < chunk; t += blockDim.x)
-    if (base + t < n) sk[t] = keys[base + t];
+    sk[t] = base + t < n ? labkit::float_sort_key(__float_as_uint(keys[base + t]), mask) : kPadKey;
   __syncthreads();  // the whole chunk is in shared memory before the first compare-exchange
 }
 
-__device__ __forceinline__ void store_chunk(float* keys, const float* sk, std::uint32_t base, std::uint32_t n,
-                                            std::uint32_t chunk) {
-  // No barrier needed before: the last shared_step ended with one.
+__device__ __forceinline__ void store_chunk(float* keys, const std::uint32_t* sk, std::uint32_t base,
+                                            std::uint32_t n, std::uint32_t chunk, std::uint32_t mask) {
+  // No barrier needed before: the last shared_step ended with one. Padding slots are never stored.
   for (std::uint32_t t = threadIdx.x; t < chunk; t += blockDim.x)
-    if (base + t < n) keys[base + t] = sk[t];
+    if (base + t < n) keys[base + t] = __uint_as_float(labkit::float_from_sort_key(sk[t], mask));
 }
 
 // Kernel A: stages k = 2 .. chunk entirely in shared memory: each chunk comes out sorted (all ascending in key).
 __global__ void __launch_bounds__(1024) bitonic_sort_chunks_shared_kernel(float* keys, std::uint32_t n,
                                                                           std::uint32_t chunk, std::uint32_t mask) {
-  extern __shared__ float sk[];
+  extern __shared__ std::uint32_t sk[];
   const std::uint32_t base = blockIdx.x * chunk;
-  load_chunk(keys, sk, base, n, chunk);
+  load_chunk(keys, sk, base, n, chunk, mask);
   for (std::uint32_t k = 2; k <= chunk; k <<= 1) {
-    shared_step(sk, base, n, chunk, k / 2, true, mask);
-    for (std::uint32_t j = k / 4; j > 0; j >>= 1) shared_step(sk, base, n, chunk, j, false, mask);
+    shared_step(sk, chunk, k / 2, true);
+    for (std::uint32_t j = k / 4; j > 0; j >>= 1) shared_step(sk, chunk, j, false);
   }
-  store_chunk(keys, sk, base, n, chunk);
+  store_chunk(keys, sk, base, n, chunk, mask);
 }
 
 // Kernel B: the tail of a stage k > chunk, its steps j = chunk/2 .. 1 (plain half-cleaners, the same for every k).
 __global__ void __launch_bounds__(1024) bitonic_merge_chunks_shared_kernel(float* keys, std::uint32_t n,
                                                                            std::uint32_t chunk, std::uint32_t mask) {
-  extern __shared__ float sk[];
+  extern __shared__ std::uint32_t sk[];
   const std::uint32_t base = blockIdx.x * chunk;
-  load_chunk(keys, sk, base, n, chunk);
-  for (std::uint32_t j = chunk / 2; j > 0; j >>= 1) shared_step(sk, base, n, chunk, j, false, mask);
-  store_chunk(keys, sk, base, n, chunk);
+  load_chunk(keys, sk, base, n, chunk, mask);
+  for (std::uint32_t j = chunk / 2; j > 0; j >>= 1) shared_step(sk, chunk, j, false);
+  store_chunk(keys, sk, base, n, chunk, mask);
 }
 
 constexpr unsigned kThreads = 256;
@@ -171,8 +182,9 @@ void global_step(float* keys, std::uint32_t n, std::uint32_t N, std::uint32_t j,
 // Why 2^14 and not the 2^15 keys an H100's 227 KiB hold: a 128 KiB chunk leaves room for one block (1024 threads)
 // per SM, and at every __syncthreads() the SM idles until its slowest warp arrives. With 64 KiB chunks two blocks
 // share an SM and one computes while the other waits; that outweighs the extra global passes (54 instead of 45 at
-// 2^24 keys). Measured on an H100 at 2^24 keys (tools/tuning/tune04, step 3 / step 1): 2^15 2.65, 2^14 2.79,
-// 2^13 2.59, 2^12 2.07 with 1024 threads per block (512 threads: 2.77, 2.66, 2.51).
+// 2^24 keys). Measured on an H100 at 2^24 keys (tools/tuning/tune04, step 3 / step 1) with integer keys in shared
+// memory: 2^15 3.56, 2^14 3.61 (1024 threads per block), 2^14 with 512 threads 3.62. With floats compared through
+// float_order_key: 2^15 2.65, 2^14 2.79, 2^13 2.59, 2^12 2.07 (512 threads: 2.77, 2.66, 2.51).
 #ifndef LAB04_STEP3_CHUNK_LOG2
 #define LAB04_STEP3_CHUNK_LOG2 14
 #endif

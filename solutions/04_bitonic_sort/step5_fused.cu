@@ -44,14 +44,11 @@ std::uint32_t key_mask(Order order) { return order == Order::descending ? 0xFFFF
 // ---------------------------------------------------------------------------------------------------------
 // Step 5: several network steps per pass, in registers (keys only).
 //
-// Keys as bijective integers. Step 5 converts each float ONCE when it is loaded from global memory into a 32-bit
-// integer key, sorts the integers (in registers and shared memory), and converts back when it stores. That needs
-// a key that is a bijection (float_order_key maps every NaN to one key, so the float could not be recovered):
-// the usual radix-sort transform (flip all bits of negatives, set the sign bit of positives) is one, but it puts
-// the negative NaNs below -inf; subtracting 0x7FFFFF (mod 2^32) rotates exactly those 2^23 - 1 keys to the top,
-// above +inf and the positive NaNs. The result refines float_order_key (a < b there implies a < b here; NaNs are
-// merely ordered among themselves by payload, which the unstable sort is free to do). Descending: XOR all ones.
-// With a bijection, equal keys mean identical floats, so a compare-exchange is just (min, max): branch-free.
+// Keys as bijective integers, as in step 3's shared memory: each float is converted ONCE when it is loaded from
+// global memory into labkit::float_sort_key (an unsigned integer that orders like float_order_key and, unlike it,
+// converts back exactly: see labkit/ref_sort.h), the integers are sorted in registers and shared memory, and
+// converted back when stored. With a bijection, equal keys mean identical floats, so a compare-exchange is just
+// (min, max): branch-free. Descending: XOR with all ones (the `mask`).
 //
 // Padding. Slots >= n hold the largest key 0xFFFFFFFF. A comparator always puts the max at its higher slot and,
 // in the mirror form, a comparator that touches a padding slot has it as its higher slot (or both are padding),
@@ -59,17 +56,7 @@ std::uint32_t key_mask(Order order) { return order == Order::descending ? 0xFFFF
 // load it as 0xFFFFFFFF and drop its store. A real key equal to 0xFFFFFFFF (one NaN bit pattern) ties with the
 // padding, and a tie of identical bits changes nothing. This is exactly step 2's "skip every comparator that
 // touches a padding slot", without a branch.
-constexpr std::uint32_t kKeyRotate = 0x007FFFFFu;
 constexpr std::uint32_t kPadKey = 0xFFFFFFFFu;
-
-__host__ __device__ __forceinline__ std::uint32_t to_key(std::uint32_t bits, std::uint32_t mask) {
-  const std::uint32_t k = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-  return (k - kKeyRotate) ^ mask;
-}
-__host__ __device__ __forceinline__ std::uint32_t from_key(std::uint32_t key, std::uint32_t mask) {
-  const std::uint32_t k = (key ^ mask) + kKeyRotate;
-  return (k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k;
-}
 
 // One comparator: the smaller key to the lower slot (umin / umax on the device).
 __host__ __device__ __forceinline__ void cmpx(std::uint32_t& a, std::uint32_t& b) {
@@ -198,13 +185,13 @@ __device__ __forceinline__ void row_store(std::uint32_t* s, const std::uint32_t 
 __device__ __forceinline__ void fused_load_chunk(const float* keys, std::uint32_t* s, std::uint32_t base,
                                                  std::uint32_t n, std::uint32_t chunk, std::uint32_t mask) {
   for (std::uint32_t i = threadIdx.x; i < chunk; i += blockDim.x)
-    s[pad(i)] = base + i < n ? to_key(__float_as_uint(keys[base + i]), mask) : kPadKey;
+    s[pad(i)] = base + i < n ? labkit::float_sort_key(__float_as_uint(keys[base + i]), mask) : kPadKey;
   __syncthreads();
 }
 __device__ __forceinline__ void fused_store_chunk(float* keys, const std::uint32_t* s, std::uint32_t base,
                                                   std::uint32_t n, std::uint32_t chunk, std::uint32_t mask) {
   for (std::uint32_t i = threadIdx.x; i < chunk; i += blockDim.x)
-    if (base + i < n) keys[base + i] = __uint_as_float(from_key(s[pad(i)], mask));
+    if (base + i < n) keys[base + i] = __uint_as_float(labkit::float_from_sort_key(s[pad(i)], mask));
 }
 
 // Kernel A of step 5: sort each chunk (chunk / 32 threads, one row each; chunk = 2^lc >= 32).
@@ -255,13 +242,13 @@ __global__ void __launch_bounds__(256) fused_global_kernel(float* keys, std::uin
 #pragma unroll
   for (int m = 0; m < (1 << R); ++m) {  // all 2^R loads are independent: plenty of bytes in flight
     const std::uint32_t i = group_slot<R>(g, m, lj, flip);
-    v[m] = i < n ? to_key(__float_as_uint(keys[i]), mask) : kPadKey;
+    v[m] = i < n ? labkit::float_sort_key(__float_as_uint(keys[i]), mask) : kPadKey;
   }
   network_steps<R>(v, flip);
 #pragma unroll
   for (int m = 0; m < (1 << R); ++m) {
     const std::uint32_t i = group_slot<R>(g, m, lj, flip);
-    if (i < n) keys[i] = __uint_as_float(from_key(v[m], mask));
+    if (i < n) keys[i] = __uint_as_float(labkit::float_from_sort_key(v[m], mask));
   }
 }
 

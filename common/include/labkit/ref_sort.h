@@ -39,6 +39,23 @@ LABKIT_SORT_HD std::uint32_t float_order_key(float x, bool descending) {
   return descending ? ~float_order_key(x) : float_order_key(x);
 }
 
+// A sort key that, unlike float_order_key(), can be turned back into the float: a bijection on 32-bit patterns, so a
+// GPU sort can convert each key once when it loads it, compare plain unsigned integers (one instruction, no NaN
+// test) and convert back when it stores. The radix-sort transform (invert the bits of negatives, set the sign bit
+// of positives) orders every non-NaN exactly as float_order_key() does but puts the negative NaNs below -inf;
+// subtracting 0x7FFFFF (mod 2^32) rotates exactly those 2^23 - 1 patterns to the top, above +inf and the positive
+// NaNs. So a < b in float_order_key() implies a < b here; NaNs are merely ordered among themselves by bit pattern,
+// which an unstable sort is free to do. `mask` = 0xFFFFFFFF reverses the order (descending). Arguments and results
+// are bit patterns (__float_as_uint / __uint_as_float on the device).
+LABKIT_SORT_HD std::uint32_t float_sort_key(std::uint32_t bits, std::uint32_t mask = 0) {
+  const std::uint32_t k = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return (k - 0x007FFFFFu) ^ mask;
+}
+LABKIT_SORT_HD std::uint32_t float_from_sort_key(std::uint32_t key, std::uint32_t mask = 0) {
+  const std::uint32_t k = (key ^ mask) + 0x007FFFFFu;
+  return (k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k;
+}
+
 inline std::uint32_t float_bits(float x) {
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);

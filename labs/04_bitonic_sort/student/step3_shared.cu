@@ -4,6 +4,7 @@
 //
 // Compare keys with labkit::float_order_key(x) (an unsigned integer; usable in kernels), never floats with `<`:
 // that is what puts NaNs last and -0.0 before +0.0. For a descending sort, compare float_order_key(x) ^ 0xFFFFFFFF.
+// Faster in shared memory: convert each key once with labkit::float_sort_key (it converts back; see the walkthrough).
 #include <stdexcept>
 #include <string>
 
