@@ -178,6 +178,7 @@ Verdict check_close(const std::vector<T>& got, const std::vector<double>& expect
   double norm = 0;
   for (double e : expected)
     if (std::isfinite(e)) norm = std::max(norm, std::fabs(e));
+  norm = std::max(norm, opt.scale);
   const double allowed = opt.tolerance * (norm > 0 ? norm : 1.0);
   std::vector<std::size_t> wrong;
   double max_err = 0;
@@ -234,6 +235,7 @@ Verdict check_close_at(const std::vector<T>& got, const std::vector<std::pair<st
   double norm = 0;
   for (const auto& s : samples)
     if (std::isfinite(s.second)) norm = std::max(norm, std::fabs(s.second));
+  norm = std::max(norm, opt.scale);
   const double allowed = opt.tolerance * (norm > 0 ? norm : 1.0);
   std::vector<std::size_t> wrong;
   double max_err = 0, first_expected = 0;

@@ -1,7 +1,9 @@
 #include "labkit/reference.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 
 namespace labkit {
@@ -45,6 +47,28 @@ double matmul_ref_at(int, int N, int K, const std::vector<float>& A, const std::
   double acc = 0;
   for (int k = 0; k < K; ++k) acc += double(A[std::size_t(i) * K + k]) * B[std::size_t(k) * N + j];
   return double(C0[std::size_t(i) * N + j]) + acc;
+}
+
+double matmul_abs_max(int M, int N, int K, const std::vector<float>& A, const std::vector<float>& B,
+                      const std::vector<float>& C0) {
+  std::mutex m;
+  double result = 0;
+  parallel_for(M, [&](std::size_t r0, std::size_t r1) {
+    std::vector<double> row(N);
+    double local = 0;
+    for (std::size_t i = r0; i < r1; ++i) {
+      std::fill(row.begin(), row.end(), 0.0);
+      for (int k = 0; k < K; ++k) {
+        const double a = std::fabs(double(A[i * K + k]));
+        const float* b = &B[std::size_t(k) * N];
+        for (int j = 0; j < N; ++j) row[j] += a * std::fabs(double(b[j]));
+      }
+      for (int j = 0; j < N; ++j) local = std::max(local, std::fabs(double(C0[i * N + j])) + row[j]);
+    }
+    std::lock_guard<std::mutex> lock(m);
+    result = std::max(result, local);
+  });
+  return result;
 }
 
 void matmul_cpu_blocked(int M, int N, int K, const float* A, const float* B, float* C) {

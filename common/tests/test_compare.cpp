@@ -4,6 +4,7 @@
 
 #include "labkit/compare.h"
 #include "labkit/guard.h"
+#include "labkit/reference.h"
 
 using Catch::Matchers::ContainsSubstring;
 using labkit::CheckOptions;
@@ -48,6 +49,28 @@ TEST_CASE("check_close uses the relative infinity norm", "[cpu][compare]") {
   std::vector<float> got{1000.0f, 1.0005f};  // error 5e-4 relative to ||exp|| = 1000 -> 5e-7
   CHECK(labkit::check_close(got, exp, matrix(1, 2, 1e-6)).ok);
   CHECK_FALSE(labkit::check_close(got, exp, matrix(1, 2, 1e-7)).ok);
+}
+
+TEST_CASE("check_close measures errors against the scale of cancelling terms when given one", "[cpu][compare]") {
+  // C = c0 + a*b in float with a*b ~ -c0: the exact 1x1x1 case that once failed every step's gate for one seed.
+  const float a = 0.7310586f, b = -0.9184314f, c0 = 0.6744292f;
+  const std::vector<float> A{a}, B{b}, C0{c0};
+  const std::vector<double> exp{double(c0) + double(a) * double(b)};
+  const std::vector<float> got{std::fma(a, b, c0) + 4 * 0x1p-24f * std::fabs(a * b)};  // a few float roundings off
+  CheckOptions o = matrix(1, 1, 16 * std::sqrt(2.0) * 0x1p-24);
+  CHECK_FALSE(labkit::check_close(got, exp, o).ok);  // relative to |C| ~ 3e-3 the rounding looks large
+  o.scale = labkit::matmul_abs_max(1, 1, 1, A, B, C0);
+  CHECK(o.scale == double(std::fabs(c0)) + double(std::fabs(a)) * std::fabs(b));
+  CHECK(labkit::check_close(got, exp, o).ok);  // relative to |c0| + |a||b| it is a few units in the last place
+  CHECK(labkit::check_close_at(got, {{0, exp[0]}}, o).ok);
+  // A real mistake is still far outside: the product dropped.
+  CHECK_FALSE(labkit::check_close(std::vector<float>{c0}, exp, o).ok);
+}
+
+TEST_CASE("matmul_abs_max is the largest |C0| + |A||B| over the elements", "[cpu][compare]") {
+  const std::vector<float> A{1, -2, 3, -4}, B{-1, 2, 3, 4}, C0{-10, 0, 0, 1};  // 2x2 times 2x2
+  // |A||B| = [1*1+2*3, 1*2+2*4; 3*1+4*3, 3*2+4*4] = [7, 10; 15, 22]; plus |C0|: [17, 10; 15, 23]
+  CHECK(labkit::matmul_abs_max(2, 2, 2, A, B, C0) == 23.0);
 }
 
 TEST_CASE("poisoned elements are reported as never written", "[cpu][compare]") {

@@ -20,6 +20,8 @@ struct Hypothesis {
 
 struct CheckOptions {
   double tolerance = 0;          // relative infinity-norm tolerance
+  double scale = 0;              // > 0: errors are relative to max(||expected||_inf, scale), for results whose
+                                 // terms can cancel (C0 + A*B): rounding scales with the terms, not with the sum
   std::string name = "C";        // how the array is called in messages
   std::size_t rows = 1;          // layout for messages and patterns: rows x cols row-major; rows == 1 is a vector
   std::size_t cols = 0;          // 0: cols = size / rows

@@ -16,6 +16,10 @@ std::vector<double> matmul_ref(int M, int N, int K, const std::vector<float>& A,
 // One element of the above.
 double matmul_ref_at(int M, int N, int K, const std::vector<float>& A, const std::vector<float>& B,
                      const std::vector<float>& C0, int i, int j);
+// max over (i, j) of |C0(i,j)| + sum_k |A(i,k)| |B(k,j)|: what the rounding errors of any float C0 + A*B scale with
+// (CheckOptions::scale). When the terms of an element cancel, its value can be far smaller than this.
+double matmul_abs_max(int M, int N, int K, const std::vector<float>& A, const std::vector<float>& B,
+                      const std::vector<float>& C0);
 // C += A*B in float with cache blocking: the CPU speed baseline of the matmul bench.
 void matmul_cpu_blocked(int M, int N, int K, const float* A, const float* B, float* C);
 
