@@ -23,7 +23,7 @@ std::string fmt(double v) {
 // host pointer is a valid device pointer): a reduction's second pass writes its result straight into it over PCIe,
 // and the host only waits for the stream. A cudaMemcpy of 8 bytes into pageable memory instead costs a staged copy
 // on top of the wait: with two scalars per iteration that was ~4 % of an iteration on the 10^7-row Poisson matrix
-// (H100, tools/tuning/tune07: 0.90 -> 0.94 of the bytes-moved floor).
+// (H100, tools/tuning/tune07, median of three: 0.90 -> 0.94 of the bytes-moved floor) and 28 % at 1 024 rows.
 class HostScalar {
  public:
   HostScalar() { LABKIT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&h_), sizeof(double), cudaHostAllocMapped)); }
