@@ -21,6 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <utility>
 
 namespace labgrade {
 
@@ -33,23 +35,40 @@ bool is_under(const fs::path& p, const fs::path& dir) {
   return !rel.empty() && *rel.begin() != "..";
 }
 
-// The second hold on a block of uids, beside its lock file: an abstract socket named after the block, which every
-// process of this network namespace sees whatever its root directory. A grader in a chroot (a CI rehearsal on a
-// developer's machine) has its own /run/lock, so the lock file alone would let both take the same uids and sweep
-// each other's processes. False when another process holds the name; the descriptor stays open until the process
-// ends, and the kernel frees the name then. Where no socket can be made, the lock file alone decides.
-bool hold_block_name(int base) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return true;
+// Sandbox uids come in blocks of kUidBlock from kUidFirst; a batch takes as many consecutive blocks as it has slots
+// for, and holds each of them twice until it exits: by a lock file, and by an abstract socket named after the block,
+// which every process of this network namespace sees whatever its root directory (a grader in a chroot, such as a
+// CI rehearsal on a developer's machine, has its own /run/lock, so the lock file alone would let both take the same
+// uids and sweep each other's processes). Where no socket can be made, the lock file alone decides. Blocks have one
+// size for every batch, so two reservations can only overlap by sharing a block, which the holds refuse.
+constexpr int kUidFirst = 61000, kUidBlock = 100, kUidBlocks = 200;
+
+// Takes both holds on block `b`; returns their descriptors (-1 for a socket that could not be made), or nothing
+// when another process holds either, or a uid of the block is a real account of this machine.
+std::optional<std::pair<int, int>> hold_block(const fs::path& lock_dir, int b) {
+  const int base = kUidFirst + b * kUidBlock;
+  for (int u = base; u < base + kUidBlock; ++u)
+    if (getpwuid(static_cast<uid_t>(u)) != nullptr) return std::nullopt;
+  const std::string name = "labgrade-uids-" + std::to_string(base);
+  const fs::path lock = lock_dir / (name + ".lock");
+  const int lock_fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (lock_fd < 0) return std::nullopt;
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd);
+    return std::nullopt;
+  }
+  const int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) return std::make_pair(lock_fd, -1);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  const std::string name = "labgrade-uids-" + std::to_string(base);
   std::memcpy(addr.sun_path + 1, name.data(), name.size());  // sun_path[0] stays 0: the abstract namespace
   const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0) return true;
+  if (::bind(sock, reinterpret_cast<const sockaddr*>(&addr), len) == 0) return std::make_pair(lock_fd, sock);
   const bool held = errno == EADDRINUSE;
-  ::close(fd);
-  return !held;
+  ::close(sock);
+  if (!held) return std::make_pair(lock_fd, -1);
+  ::close(lock_fd);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -149,23 +168,26 @@ void give_to_slot(const fs::path& dir, const SandboxSettings* sandbox, int slot)
 
 void reserve_uid_block(SandboxSettings& s, int slots) {
   if (!s.drop_uid) return;
-  const int block = std::max(100, slots);
-  fs::path lock_dir = access("/run/lock", W_OK) == 0 ? "/run/lock" : "/tmp";
-  for (int k = 0; k < 200; ++k) {
-    int base = 61000 + k * block;
-    bool taken = false;  // by a real account of this machine
-    for (int u = base; u < base + slots && !taken; ++u) taken = getpwuid(static_cast<uid_t>(u)) != nullptr;
-    if (taken) continue;
-    fs::path lock = lock_dir / ("labgrade-uids-" + std::to_string(base) + ".lock");
-    int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) continue;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && hold_block_name(base)) {
-      s.uid_base = base;  // the descriptor stays open (and locked) until the process ends
+  const fs::path lock_dir = access("/run/lock", W_OK) == 0 ? "/run/lock" : "/tmp";
+  const int need = std::max(1, (slots + kUidBlock - 1) / kUidBlock);  // consecutive blocks for every slot's uid
+  for (int first = 0; first + need <= kUidBlocks; ++first) {
+    std::vector<std::pair<int, int>> held;
+    for (int b = first; b < first + need; ++b) {
+      auto h = hold_block(lock_dir, b);
+      if (!h) break;
+      held.push_back(*h);
+    }
+    if (int(held.size()) == need) {
+      s.uid_base = kUidFirst + first * kUidBlock;  // the descriptors stay open (and held) until the process ends
       return;
     }
-    ::close(fd);
+    for (auto [lock_fd, sock] : held) {  // part of the run is taken: let go of the rest and try further on
+      ::close(lock_fd);
+      if (sock >= 0) ::close(sock);
+    }
   }
-  throw UserError("no free block of sandbox uids (200 labgrade batches running?)");
+  throw UserError("no free run of " + std::to_string(need) + " block(s) of " + std::to_string(kUidBlock) +
+                  " sandbox uids (" + std::to_string(kUidBlocks) + " blocks in all: many labgrade batches running?)");
 }
 
 void take_back(const fs::path& dir, const SandboxSettings* sandbox) {

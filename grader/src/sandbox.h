@@ -125,10 +125,10 @@ struct Completed {
 };
 Completed run_limited(const ProcessSpec& spec, double wall_limit_s);
 
-// Reserves a block of dedicated uids for this process (a lock file per block and an abstract socket named after
-// it, both held until exit; the socket is what a grader in a chroot, with its own lock folder, also sees): two
-// batches running at the same time must not share uids, since everything a uid runs is killed when a submission
-// ends.
+// Reserves dedicated uids for `slots` slots (uid_base .. uid_base + slots - 1) for this process: as many consecutive
+// blocks of 100 uids as that takes, each held until exit by a lock file and by an abstract socket named after it
+// (the socket is what a grader in a chroot, with its own lock folder, also sees). Two batches running at the same
+// time must not share uids, since everything a uid runs is killed when a submission ends.
 void reserve_uid_block(SandboxSettings& s, int slots);
 
 // The dedicated uid of a slot (or -1 when the sandbox does not switch uid), and making the scratch folder

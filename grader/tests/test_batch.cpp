@@ -358,6 +358,19 @@ TEST_CASE("without bubblewrap the batch refuses to grade unless told --sandbox n
   CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("Isolation: " + iso));
 }
 
+TEST_CASE("a batch with more slots than one block of uids holds every block its uids fall in", "[sandbox]") {
+  // 150 slots take two blocks of 100; a second reservation (1 slot, or 150) must not start inside the first's range.
+  SandboxSettings wide, narrow, wide2;
+  wide.drop_uid = narrow.drop_uid = wide2.drop_uid = true;
+  reserve_uid_block(wide, 150);
+  reserve_uid_block(narrow, 1);
+  reserve_uid_block(wide2, 150);
+  auto disjoint = [](int a, int na, int b, int nb) { return a + na <= b || b + nb <= a; };
+  CHECK(disjoint(wide.uid_base, 150, narrow.uid_base, 1));
+  CHECK(disjoint(wide.uid_base, 150, wide2.uid_base, 150));
+  CHECK(disjoint(narrow.uid_base, 1, wide2.uid_base, 150));
+}
+
 TEST_CASE("a block of sandbox uids held from another lock folder (a chroot) is not taken again", "[sandbox]") {
   // A grader in a chroot (a CI rehearsal on the same machine) has its own /run/lock: it holds a block through the
   // block's abstract socket, which this process sees, and not through a lock file this process could see.
