@@ -19,13 +19,8 @@
 
 namespace {
 
-labkit::TimingOptions opts() {
-  labkit::TimingOptions o;
-  o.warmup = 3;
-  o.min_repeats = 15;
-  o.budget_ms = 300;
-  return o;
-}
+// 3 warm-up runs, at least 15 timed repeats (at most 200), and 300 ms of timed runs once those are done
+const labkit::TimingOptions kTiming{3, 15, 200, 300};
 
 struct Row {
   std::string what;
@@ -62,7 +57,7 @@ int main(int argc, char** argv) {
   const double bw = labkit::memcpy_bandwidth_gbs();
   std::printf("memcpy bandwidth %.0f GB/s (one read + one write counted as two bytes moved)\n", bw);
 
-  auto t = [&](const std::function<void()>& f) { return labkit::time_gpu([&](int) { f(); }, opts()).median_ms; };
+  auto t = [&](const std::function<void()>& f) { return labkit::time_gpu([&](int) { f(); }, kTiming).median_ms; };
   const double spmv_bytes = 12.0 * nnz + 4.0 * (n + 1) + 16.0 * n;
   std::vector<Row> rows = {
       {"spmv_thread_per_row", t([&] { lab07::spmv_thread_per_row(A, p.data(), Ap.data()); }), spmv_bytes},
