@@ -19,33 +19,23 @@ std::string fmt(double v) {
 }
 
 
-// One double in pinned host memory that is also mapped into the device's address space (with unified addressing the
-// host pointer is a valid device pointer): a reduction's second pass writes its result straight into it over PCIe,
-// and the host only waits for the stream. A cudaMemcpy of 8 bytes into pageable memory instead costs a staged copy
-// on top of the wait: with two scalars per iteration that was ~4 % of an iteration on the 10^7-row Poisson matrix
-// (H100, tools/tuning/tune07, median of three: 0.90 -> 0.94 of the bytes-moved floor) and 28 % at 1 024 rows.
-class HostScalar {
- public:
-  HostScalar() { LABKIT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&h_), sizeof(double), cudaHostAllocMapped)); }
-  ~HostScalar() { cudaFreeHost(h_); }
-  HostScalar(const HostScalar&) = delete;
-  HostScalar& operator=(const HostScalar&) = delete;
-  double* device() { return h_; }  // what the reduction writes to
-  // The value, once every kernel before it on the default stream has finished (their writes are then visible).
-  double read() {
-    LABKIT_CUDA(cudaStreamSynchronize(0));
-    return *h_;
-  }
-
- private:
-  double* h_ = nullptr;
-};
+// The reductions write their scalar into pinned host memory: with unified addressing, memory from cudaMallocHost is
+// mapped into the device's address space at the same pointer, so a reduction's second pass stores its result there
+// over PCIe and the host only waits for the stream. A cudaMemcpy of 8 bytes into pageable memory instead costs a
+// staged copy on top of the wait: with two scalars per iteration that was ~4 % of an iteration on the 10^7-row
+// Poisson matrix (H100, tools/tuning/tune07, median of three: 0.90 -> 0.94 of the bytes-moved floor) and 28 % at
+// 1 024 rows.
+double read_after_sync(const labkit::PinnedBuffer<double>& scalar) {
+  // Every kernel before this point on the default stream has finished, so its write to host memory is visible.
+  LABKIT_CUDA(cudaStreamSynchronize(0));
+  return scalar[0];
+}
 
 // The solvers' work vectors and scalars.
 struct Work {
   labkit::DeviceBuffer<double> r, p, Ap, partials;
-  HostScalar scalar;
-  explicit Work(int n) : r(n), p(n), Ap(n), partials(kMaxPartials) {}
+  labkit::PinnedBuffer<double> scalar;  // where each reduction's result lands (see read_after_sync)
+  explicit Work(int n) : r(n), p(n), Ap(n), partials(kMaxPartials), scalar(1) {}
 };
 
 // A solver's host side: dot products that come back to the host, the true residual, and the ending.
@@ -66,8 +56,8 @@ struct Host {
     else spmv_thread_per_row(A, in, out);
   }
   double dot(const double* u, const double* v) {
-    dot_shuffle(n, u, v, w.partials.data(), w.scalar.device(), opt.blocks_per_sm);
-    return w.scalar.read();
+    dot_shuffle(n, u, v, w.partials.data(), w.scalar.data(), opt.blocks_per_sm);
+    return read_after_sync(w.scalar);
   }
   // out = b - A x; returns ||out|| / ||b||.
   double true_residual(double* out) {
@@ -162,9 +152,9 @@ CgResult cg_solve(const DeviceCsr& A, const double* b, double* x, const CgOption
                                                      ": A is not symmetric positive definite (indefinite or singular)");
     const double alpha = rr / pAp;
     if (!std::isfinite(alpha)) return h.finish(labkit::CgStatus::breakdown, "step length alpha is not finite");
-    update_xr(n, alpha, w.p.data(), w.Ap.data(), x, w.r.data(), w.partials.data(), w.scalar.device(),
+    update_xr(n, alpha, w.p.data(), w.Ap.data(), x, w.r.data(), w.partials.data(), w.scalar.data(),
               opt.blocks_per_sm);
-    const double rr_new = w.scalar.read();
+    const double rr_new = read_after_sync(w.scalar);
     ++res.iterations;
     if (!std::isfinite(rr_new)) return h.finish(labkit::CgStatus::breakdown, "the residual overflowed");
     res.updated_residual = std::sqrt(rr_new) / h.bnorm;

@@ -90,6 +90,7 @@ const std::vector<Shape> kShapes = {
     {1000, 1100, 32}, {1037, 999, 64},   {513, 1027, 128},  {1024, 1024, 156}, {2048, 2048, 2048},
 };
 constexpr double kFullReferenceLimit = double(1 << 28);  // multiply-adds; above it: sampled + vs cuBLAS
+bool full_reference(const Shape& s) { return double(s.M) * s.N * s.K <= kFullReferenceLimit; }
 // Under compute-sanitizer (labkit::gate::under_sanitizer) the shapes above 2^26 multiply-adds are left out: a
 // 2048^3 tiled product takes many minutes under racecheck. What stays still has every kind: 1, primes, every
 // non-multiple, 1xN and Mx1, long K (5x7x1000), and M,N >> K with many blocks and edge tiles (1000x1100x32, whose
@@ -125,6 +126,9 @@ struct Inputs {
   Offsets off;
   std::vector<float> A_all, B_all, C_all;  // the whole allocations (offset elements first)
   std::vector<float> A, B, C0;             // the matrices the step sees
+  // max |C0| + |A||B| for the full-reference shapes (the checks' CheckOptions::scale), 0 above them: large outputs
+  // have so many elements that their largest cannot all cancel. Computed once: a shape is checked twice.
+  double scale;
   labkit::GuardedBuffer<float> dA, dB, dC;
   std::vector<float> last_C_all;  // the whole of C's allocation after the last run_step
   explicit Inputs(Shape sh, Offsets o = {})
@@ -136,6 +140,7 @@ struct Inputs {
         A(tail(A_all, o.a)),
         B(tail(B_all, o.b)),
         C0(tail(C_all, o.c)),
+        scale(full_reference(sh) ? labkit::matmul_abs_max(sh.M, sh.N, sh.K, A, B, C0) : 0.0),
         dA(A_all.size(), "A"),
         dB(B_all.size(), "B"),
         dC(C_all.size(), "C") {
@@ -165,9 +170,7 @@ struct Inputs {
 labkit::CheckOptions options_for(const Inputs& in) {
   labkit::CheckOptions opt;
   opt.tolerance = tolerance(in.s.K);
-  // Large outputs (sampled checks) have so many elements that their largest cannot all cancel.
-  if (double(in.s.M) * in.s.N * in.s.K <= kFullReferenceLimit)
-    opt.scale = labkit::matmul_abs_max(in.s.M, in.s.N, in.s.K, in.A, in.B, in.C0);
+  opt.scale = in.scale;
   opt.name = "C";
   opt.rows = in.s.M;
   opt.cols = in.s.N;
@@ -241,7 +244,7 @@ void check_shape(Step step, const Shape& s, Offsets o = {}) {
   labkit::gate::require(labkit::check_unmodified(in.dB.download(), in.B_all, "B"), ctx);
 
   labkit::CheckOptions opt = options_for(in);
-  if (double(s.M) * s.N * s.K <= kFullReferenceLimit) {
+  if (full_reference(s)) {
     const auto ref = labkit::matmul_ref(s.M, s.N, s.K, in.A, in.B, in.C0);
     add_hypotheses(in, ref, opt);
     require(labkit::check_close(out, ref, opt), ctx);
