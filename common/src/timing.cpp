@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <numeric>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "labkit/buffer.h"
 #include "labkit/check.h"
 #include "labkit/device.h"
+#include "labkit/report.h"
 
 namespace labkit {
 
@@ -119,6 +122,20 @@ SpeedComparison summarize_comparison(std::vector<double> baseline_ms, std::vecto
 }
 
 namespace {
+// LABKIT_TIMING_TRACE=FILE appends one JSON line per timed call of compare_speed (gate, side, call index, ms and,
+// for the candidate, the wait after its stop event): the raw samples behind a ratio's median, for finding where a
+// speed gate's run-to-run spread comes from. Off unless the variable is set; the file is opened per call so that
+// several gate processes can append to it.
+void trace_call(const char* side, int call, double ms, double wait_ms) {
+  static const char* path = std::getenv("LABKIT_TIMING_TRACE");
+  if (!path || !*path) return;
+  if (std::FILE* f = std::fopen(path, "a")) {
+    std::fprintf(f, "{\"gate\":\"%s\",\"side\":\"%s\",\"call\":%d,\"ms\":%.6f,\"wait_ms\":%.6f}\n",
+                 report::current_gate().c_str(), side, call, ms, wait_ms);
+    std::fclose(f);
+  }
+}
+
 // How long the device still works after the stop event of the last call has completed (see above).
 double wait_after_stop_ms(EventTimer& timer) {
   timer.elapsed_ms();  // waits for the stop event only
@@ -142,6 +159,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   // launch latency. The previous call ended with a device-wide synchronization (the escaped-work wait).
   auto timed = [&](const std::function<void(int)>& fn, double* escaped) {
     const int k = call++;
+    const char* side = &fn == &baseline ? "baseline" : "candidate";
     tc.refresh(k);
     LABKIT_CUDA(cudaDeviceSynchronize());
     evict_l2();
@@ -152,6 +170,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     const double ms = timer.elapsed_ms();
     const double wait = wait_after_stop_ms(timer);
     if (escaped) *escaped = wait;
+    trace_call(side, k, ms, wait);
     return ms;
   };
   for (int i = 0; i < opt.warmup; ++i) {
