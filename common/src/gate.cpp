@@ -99,6 +99,7 @@ std::string speed_problem(const SpeedComparison& cmp, double need, std::optional
   if (!(cmp.ratio >= need)) {
     os << candidate_name << " runs at " << cmp.ratio << "x the speed of " << baseline_name << "; the gate needs "
        << need << "x";
+    if (!cmp.note.empty()) os << " (" << cmp.note << ")";
     return os.str();
   }
   return "";
@@ -131,6 +132,7 @@ void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name,
   if (work > 0) os << " = " << std::setprecision(1) << rate(cmp.baseline) << " " << work_unit << "/s";
   os << "\n  " << candidate_name << ": " << std::setprecision(3) << cmp.candidate.median_ms << " ms";
   if (work > 0) os << " = " << std::setprecision(1) << rate(cmp.candidate) << " " << work_unit << "/s";
+  if (!cmp.note.empty()) os << "\n  (" << cmp.note << ")";
   os << "\n  (median of " << cmp.candidate.repeats << " interleaved runs each, fresh inputs and a cold L2 per run)";
   if (problem.empty()) {
     INFO(os.str());

@@ -211,6 +211,21 @@ SpeedComparison per_unit_difference(const SpeedComparison& shorter, const SpeedC
   return c;
 }
 
+SpeedComparison limit_fixed_cost(SpeedComparison c, const SpeedComparison& longer, double longer_units,
+                                 double allowance_ms) {
+  const double per_unit_floor = (longer.candidate.median_ms - allowance_ms) / longer_units;
+  if (!(per_unit_floor > c.candidate.median_ms)) return c;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "a call of %g units took %.3f ms, which leaves %.3f ms per unit after the %.3f ms allowed for its "
+                "fixed cost; the difference of the two run lengths gave %.3f ms",
+                longer_units, longer.candidate.median_ms, per_unit_floor, allowance_ms, c.candidate.median_ms);
+  c.note = buf;
+  c.candidate.median_ms = per_unit_floor;
+  c.ratio = c.baseline.median_ms / per_unit_floor;
+  return c;
+}
+
 double memcpy_bandwidth_gbs(std::size_t bytes, const TimingOptions& opt) {
   DeviceBuffer<unsigned char> src(bytes), dst(bytes);
   src.fill_bytes(1);

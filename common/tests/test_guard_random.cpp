@@ -34,6 +34,22 @@ TEST_CASE("random streams are reproducible, distinct and in range", "[cpu][rando
   CHECK(std::fabs(mean / 100000 - 0.5) < 0.01);
 }
 
+TEST_CASE("large random streams (filled on every core) equal the element-wise stream", "[cpu][random]") {
+  // Above 2^20 elements the fill is split among threads; every element must still be the one its index gives,
+  // since gates regenerate on the host what fill_random_device wrote on the GPU and compare bit for bit.
+  const std::size_t n = (std::size_t(1) << 20) + 37;
+  const auto f = labkit::random_floats(n, 11, -2.f, 3.f);
+  const auto d = labkit::random_doubles(n, 12, -1.0, 1.0);
+  REQUIRE(f.size() == n);
+  REQUIRE(d.size() == n);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    wrong += f[i] != labkit::uniform_float(11, i, -2.f, 3.f);
+    wrong += d[i] != labkit::uniform_double(12, i, -1.0, 1.0);
+  }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("derived seeds differ by label and by base", "[cpu][random]") {
   CHECK(labkit::derive_seed(1, "A") != labkit::derive_seed(1, "B"));
   CHECK(labkit::derive_seed(1, "A") != labkit::derive_seed(2, "A"));

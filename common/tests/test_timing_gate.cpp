@@ -1,5 +1,6 @@
 // CPU tests of the speed-gate mechanism that do not need a GPU: seed mixing with the per-run secret, the escaped-
 // work bound, the comparison summary, the verdict order of require_speedup, and max_ratio in the rubrics.
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <string>
@@ -137,4 +138,30 @@ TEST_CASE("the per-unit difference of two run lengths cancels the fixed cost", "
   // A candidate whose longer run is no slower has no meaningful rate: ratio 0, never infinite.
   longer.candidate.median_ms = 25;
   CHECK(labkit::per_unit_difference(shorter, longer, 32).ratio == 0);
+}
+
+TEST_CASE("a fixed cost beyond the allowance counts as time of the units", "[cpu][timing]") {
+  labkit::SpeedComparison shorter, longer;
+  // 16 and 112 iterations; the baseline 1 ms per iteration and no fixed cost.
+  shorter.baseline.median_ms = 16, longer.baseline.median_ms = 112;
+  // An honest candidate: 1.25 ms per iteration + 3 ms fixed. Within an allowance of 8 ms nothing changes.
+  shorter.candidate.median_ms = 23, longer.candidate.median_ms = 143;
+  auto honest = labkit::per_unit_difference(shorter, longer, 96);
+  auto limited = labkit::limit_fixed_cost(honest, longer, 112, 8);
+  CHECK(limited.candidate.median_ms == honest.candidate.median_ms);
+  CHECK(limited.ratio == honest.ratio);
+  CHECK(limited.note.empty());
+  // The same solver stalling (128 - max_iter) * 0.25 ms: the short call gains 28 ms, the long one 4 ms, so the
+  // difference says 1.0 ms per iteration (ratio 1.0, up from 0.8) with an implied fixed cost of 35 ms.
+  shorter.candidate.median_ms = 23 + 28, longer.candidate.median_ms = 143 + 4;
+  auto gamed = labkit::per_unit_difference(shorter, longer, 96);
+  CHECK(gamed.ratio == Catch::Approx(1.0));
+  limited = labkit::limit_fixed_cost(gamed, longer, 112, 8);
+  CHECK(limited.candidate.median_ms == Catch::Approx((147.0 - 8) / 112));
+  CHECK(limited.ratio == Catch::Approx(112.0 / 139));  // 0.81: at most 8 / 112 of an iteration gained
+  CHECK(limited.ratio < 0.85);
+  CHECK(limited.note.find("allowed for its fixed cost") != std::string::npos);
+  // The note reaches the failure message of a missed threshold.
+  const std::string why = labkit::gate::speed_problem(limited, 0.9, std::nullopt, "base", "cand");
+  CHECK(why.find("allowed for its fixed cost") != std::string::npos);
 }

@@ -34,6 +34,8 @@ struct SpeedComparison {
   // event had completed. `escaped` is set when that is too long to be launch latency (gate::require_speedup fails).
   double escaped_ms = 0;
   bool escaped = false;
+  // Why the candidate's time is not its plain median (limit_fixed_cost), shown with a failed threshold; "" if it is.
+  std::string note;
 };
 
 // A timed case that cannot be replayed or hidden from the timer (issue: speed gates a student cannot game):
@@ -62,6 +64,15 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
 // The ratio is recomputed from those; repeats are the fewer of the two; work hidden from the timer in either run is
 // hidden from the difference too, so `escaped` carries over.
 SpeedComparison per_unit_difference(const SpeedComparison& shorter, const SpeedComparison& longer, double units);
+
+// Bounds what a per-unit difference credits to calls that get slower the fewer units they are asked for. A solver
+// that stalls when max_iter is small (a sleep of (64 - max_iter) ms, say) makes the shorter run slow and the
+// difference small, so its iterations look fast; only the calls' fixed cost gives it away. A candidate call may cost
+// up to `allowance_ms` beyond its units (set-up, allocations, a final residual); what the difference implies beyond
+// that counts as time of the units: the candidate's time per unit becomes at least
+// (longer candidate median - allowance_ms) / longer_units, the ratio follows, and `note` says so. A pure function.
+SpeedComparison limit_fixed_cost(SpeedComparison per_unit, const SpeedComparison& longer, double longer_units,
+                                 double allowance_ms);
 
 // The escaped-work bound, a pure function so that it is tested without a GPU: a median wait above
 // max(0.25 * candidate median, 0.2 ms) after the stop event is work the timer did not see. See timing.cpp.
