@@ -148,6 +148,13 @@ TEST_CASE("sampled comparison checks only the samples but still finds poison eve
   CHECK(v.unwritten == 1);
   got[99] = 1.0f;
   CHECK(labkit::check_close_at(got, samples, matrix(10, 10)).ok);
+  // A large output is scanned on every core: poison at both ends and in the middle is still counted once each.
+  const std::size_t n = 1024 * 1030;
+  std::vector<float> big(n, 1.0f);
+  for (std::size_t at : {std::size_t(0), n / 2 + 1, n - 1}) big[at] = labkit::poison_value<float>();
+  auto w = labkit::check_close_at(big, samples, matrix(1024, 1030));
+  CHECK_FALSE(w.ok);
+  CHECK(w.unwritten == 3);
 }
 
 TEST_CASE("runs that differ are diagnosed as a race", "[cpu][compare]") {
