@@ -45,10 +45,17 @@ std::vector<float> make_keys(Pattern p, std::size_t n, std::uint64_t seed) {
     case Pattern::random: return labkit::random_floats(n, seed, -1.f, 1.f);
     case Pattern::sorted:
     case Pattern::reversed:
+    {
+      // No NaNs or zeros of both signs here, so the order of labkit::float_sort_key (a radix sort on every core:
+      // std::sort took ~2 s over lab 04's correctness gates) is plain <, and equal keys are equal bits.
       k = labkit::random_floats(n, seed, -100.f, 100.f);
-      std::sort(k.begin(), k.end());  // no NaNs or zeros of both signs here: plain < is the key order
+      std::vector<u32> keys(n);
+      for (std::size_t i = 0; i < n; ++i) keys[i] = labkit::float_sort_key(labkit::float_bits(k[i]));
+      labkit::radix_sort_u32(keys);
+      for (std::size_t i = 0; i < n; ++i) k[i] = labkit::bits_float(labkit::float_from_sort_key(keys[i]));
       if (p == Pattern::reversed) std::reverse(k.begin(), k.end());
       return k;
+    }
     case Pattern::all_equal: return std::vector<float>(n, labkit::uniform_float(seed, 0, -1.f, 1.f));
     case Pattern::few_distinct:
       k.resize(n);
@@ -266,6 +273,16 @@ TEST_CASE("cpu.order", "[lab04][cpu]") {
   std::vector<float> kin{3.f, 1.f, 2.f};
   CHECK(check_pairs({1.f, 2.f, 3.f}, {1, 2, 0}, kin, Order::ascending).ok);
   CHECK(!check_pairs({1.f, 2.f, 3.f}, {2, 1, 0}, kin, Order::ascending).ok);
+  // The sorted and reversed inputs (a radix sort of their order keys) are std::sort's, bit for bit.
+  for (std::size_t n : {std::size_t(1000), (std::size_t(1) << 18) + 3}) {
+    auto expect = labkit::random_floats(n, 5, -100.f, 100.f);
+    std::sort(expect.begin(), expect.end());
+    const auto up_keys = make_keys(Pattern::sorted, n, 5), down_keys = make_keys(Pattern::reversed, n, 5);
+    CHECK(std::equal(up_keys.begin(), up_keys.end(), expect.begin(), expect.end(),
+                     [](float a, float b) { return labkit::float_bits(a) == labkit::float_bits(b); }));
+    CHECK(std::equal(down_keys.begin(), down_keys.end(), expect.rbegin(), expect.rend(),
+                     [](float a, float b) { return labkit::float_bits(a) == labkit::float_bits(b); }));
+  }
 }
 
 TEST_CASE("step1.correct", "[lab04][step1][correctness]") {
