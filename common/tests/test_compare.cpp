@@ -4,6 +4,7 @@
 
 #include "labkit/compare.h"
 #include "labkit/guard.h"
+#include "labkit/random.h"
 #include "labkit/reference.h"
 
 using Catch::Matchers::ContainsSubstring;
@@ -155,6 +156,32 @@ TEST_CASE("sampled comparison checks only the samples but still finds poison eve
   auto w = labkit::check_close_at(big, samples, matrix(1024, 1030));
   CHECK_FALSE(w.ok);
   CHECK(w.unwritten == 3);
+}
+
+TEST_CASE("a large comparison (on every core) finds every wrong element, the first one first", "[cpu][compare]") {
+  const std::size_t n = (std::size_t(1) << 21) + 7;
+  std::vector<double> exp(n), got(n);
+  for (std::size_t i = 0; i < n; ++i) exp[i] = got[i] = labkit::uniform_double(3, i, -1.0, 1.0);
+  exp[n / 3] = 4.0;  // the norm comes from one range only
+  got[n / 3] = 4.0;
+  const std::size_t bad[] = {17, n / 2, n / 2 + 1, n - 1};
+  for (std::size_t i : bad) got[i] += 0.5;
+  got[n - 2] = std::nan("");
+  labkit::CheckOptions o;
+  o.name = "x";
+  o.tolerance = 1e-12;
+  auto v = labkit::check_close(got, exp, o);
+  CHECK_FALSE(v.ok);
+  CHECK(v.checked == n);
+  CHECK(v.wrong == 5);
+  CHECK(v.nonfinite == 1);
+  CHECK(std::isinf(v.rel_error));
+  CHECK_THAT(v.message, ContainsSubstring("x[17]"));
+  got[n - 2] = exp[n - 2];
+  for (std::size_t i : bad) got[i] = exp[i];
+  v = labkit::check_close(got, exp, o);
+  CHECK(v.ok);
+  CHECK(v.rel_error == 0);
 }
 
 TEST_CASE("runs that differ are diagnosed as a race", "[cpu][compare]") {
