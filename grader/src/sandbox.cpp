@@ -179,6 +179,7 @@ void reserve_uid_block(SandboxSettings& s, int slots) {
     }
     if (int(held.size()) == need) {
       s.uid_base = kUidFirst + first * kUidBlock;  // the descriptors stay open (and held) until the process ends
+      for (int slot = 0; slot < need * kUidBlock; ++slot) sweep_uid(&s, slot);  // left over by an earlier holder
       return;
     }
     for (auto [lock_fd, sock] : held) {  // part of the run is taken: let go of the rest and try further on

@@ -128,7 +128,9 @@ Completed run_limited(const ProcessSpec& spec, double wall_limit_s);
 // Reserves dedicated uids for `slots` slots (uid_base .. uid_base + slots - 1) for this process: as many consecutive
 // blocks of 100 uids as that takes, each held until exit by a lock file and by an abstract socket named after it
 // (the socket is what a grader in a chroot, with its own lock folder, also sees). Two batches running at the same
-// time must not share uids, since everything a uid runs is killed when a submission ends.
+// time must not share uids, since everything a uid runs is killed when a submission ends. The reserved uids are swept
+// once taken: a grader that ended without its sweeps (killed, crashed) may have left processes running under them,
+// which would otherwise share the next submission's uid, and with it its files.
 void reserve_uid_block(SandboxSettings& s, int slots);
 
 // The dedicated uid of a slot (or -1 when the sandbox does not switch uid), and making the scratch folder

@@ -8,9 +8,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <cstddef>
@@ -369,6 +371,60 @@ TEST_CASE("a batch with more slots than one block of uids holds every block its 
   CHECK(disjoint(wide.uid_base, 150, narrow.uid_base, 1));
   CHECK(disjoint(wide.uid_base, 150, wide2.uid_base, 150));
   CHECK(disjoint(narrow.uid_base, 1, wide2.uid_base, 150));
+}
+
+TEST_CASE("a block of sandbox uids is swept when taken: a dead grader's stragglers do not live on", "[sandbox]") {
+  // A child reserves a block, leaves a process running under its first uid (an exec'd program, as a gate would
+  // be: the block's lock descriptors close on exec) and ends without its sweeps, as a killed grader would. The next
+  // reservation of that block must end the straggler, which would otherwise share the next submission's uid.
+  if (geteuid() != 0) SKIP("needs root: the dedicated uids");
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    SandboxSettings s;
+    s.drop_uid = true;
+    reserve_uid_block(s, 1);
+    const pid_t straggler = fork();
+    if (straggler == 0) {
+      if (setsid() < 0 || setresgid(s.uid_base, s.uid_base, s.uid_base) != 0 ||
+          setresuid(s.uid_base, s.uid_base, s.uid_base) != 0)
+        _exit(1);
+      execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+      _exit(1);
+    }
+    const int msg[2] = {s.uid_base, static_cast<int>(straggler)};
+    (void)!write(fds[1], msg, sizeof msg);
+    _exit(0);
+  }
+  close(fds[1]);
+  int msg[2] = {-1, -1};
+  const bool got = read(fds[0], msg, sizeof msg) == static_cast<ssize_t>(sizeof msg);
+  close(fds[0]);
+  waitpid(child, nullptr, 0);
+  REQUIRE(got);
+  const pid_t straggler = msg[1];
+  REQUIRE(straggler > 0);
+  auto alive = [straggler] {  // running, not a zombie waiting for init
+    std::ifstream stat_file("/proc/" + std::to_string(straggler) + "/stat");
+    std::string line;
+    if (!std::getline(stat_file, line)) return false;
+    const auto close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+  };
+  SandboxSettings next;
+  next.drop_uid = true;
+  reserve_uid_block(next, 1);
+  if (next.uid_base != msg[0]) {
+    kill(straggler, SIGKILL);
+    SKIP("another process took the block in between (uids " << msg[0] << " and " << next.uid_base << ")");
+  }
+  // SIGKILL is delivered when the straggler is next scheduled: allow a busy machine a moment.
+  for (int i = 0; i < 500 && alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const bool survived = alive();
+  if (survived) kill(straggler, SIGKILL);
+  CHECK_FALSE(survived);
 }
 
 TEST_CASE("a block of sandbox uids held from another lock folder (a chroot) is not taken again", "[sandbox]") {
