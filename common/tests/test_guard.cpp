@@ -238,6 +238,17 @@ TEST_CASE("device guards: intact, copied guard bytes, far writes, another buffer
   c.poison();
   REQUIRE(c.check_guards().ok);
   REQUIRE(a.check_guards().ok);
+  {  // download_into gives what download gives, whatever the vector held before (larger or smaller)
+    std::vector<float> values(1000);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = float(i) - 500.f;
+    a.upload(values);
+    std::vector<float> into(5000, 7.f), small(3, 7.f);
+    a.download_into(into);
+    a.download_into(small);
+    CHECK(into == values);
+    CHECK(small == values);
+    CHECK(a.download() == values);
+  }
   float* end = c.data() + c.size();
   // Word index of element n+k in the allocation, and how many of `count` words copied from `from` to `to`
   // (element offsets past the end) differ from what was there: the count the device scan must find.

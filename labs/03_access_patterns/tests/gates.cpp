@@ -205,7 +205,10 @@ void check_order(const Shape& s) {
 // check_output checks what is in `out` now (after a timed call); verify_large runs the diagonal transpose first.
 void check_output(const char* name, const char* when, int n, std::uint64_t seed, labkit::GuardedBuffer<float>& dout) {
   LABKIT_CUDA(cudaDeviceSynchronize());
-  const auto out = dout.download();
+  // One host vector for every size of the sweep (72 outputs, 7 GB in all): fresh vectors spent most of the sweep's
+  // time in page faults.
+  static std::vector<float> out;
+  dout.download_into(out);
   std::vector<std::pair<std::size_t, double>> samples;
   auto sample = [&](std::size_t i, std::size_t j) { samples.emplace_back(i * n + j, input_at(seed, j * n + i)); };
   for (std::size_t k = 0; k < std::size_t(n); ++k)

@@ -336,11 +336,14 @@ void require_matches_dgemm(Step candidate, const Shape& s, const labkit::Guarded
     const auto g = buf->check_guards();
     if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
   }
-  const auto out = dC.download();
+  // Two host vectors kept for every verification of the process: at N = 8192 each C is 512 MB, and fresh vectors
+  // cost more in page faults than the comparison itself (four of them per speed gate).
+  static std::vector<double> out, t;
+  dC.download_into(out);
   labkit::GuardedBuffer<double> trusted(std::size_t(s.N) * s.N, "C (cublasDgemm)");
   trusted.poison();
   reference_dgemm(s.M, s.N, dA.data(), trusted.data());
-  const auto t = trusted.download();
+  trusted.download_into(t);
   labkit::gate::require(labkit::check_close(out, t, options_for(s)), ctx + " (compared with cublasDgemm)");
   labkit::gate::require(check_exact_symmetry(out, s.N, candidate), ctx);
 }

@@ -14,6 +14,7 @@
 #include <functional>
 #include <numeric>
 #include <sstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,14 +82,27 @@ labkit::GuardedBuffer<T> guarded(const std::vector<T>& host, const std::string& 
 
 // A host CSR matrix and its guarded device copy.
 struct DevCsr {
-  labkit::Csr host;
+  std::shared_ptr<const labkit::Csr> owned;  // the matrix, when this DevCsr holds a copy of its own
+  const labkit::Csr& host;
   labkit::GuardedBuffer<int> row_ptr, col_idx;
   labkit::GuardedBuffer<double> values;
-  explicit DevCsr(labkit::Csr A)
-      : host(std::move(A)),
+  explicit DevCsr(labkit::Csr A) : DevCsr(std::make_shared<const labkit::Csr>(std::move(A))) {}
+  // A matrix that outlives this DevCsr (the speed gates' 10^7-row Poisson, 650 MB) is read in place, not copied:
+  // only the device copy, which the step could change, is made anew.
+  explicit DevCsr(const labkit::Csr* lives_on) : DevCsr(lives_on, nullptr) {}
+  DevCsr(const DevCsr&) = delete;
+  DevCsr& operator=(const DevCsr&) = delete;
+
+ private:
+  explicit DevCsr(std::shared_ptr<const labkit::Csr> A) : DevCsr(A.get(), A) {}
+  DevCsr(const labkit::Csr* A, std::shared_ptr<const labkit::Csr> keep)
+      : owned(std::move(keep)),
+        host(*A),
         row_ptr(guarded(host.row_ptr, "A.row_ptr")),
         col_idx(guarded(host.col_idx, "A.col_idx")),
         values(guarded(host.values, "A.values")) {}
+
+ public:
   lab07::DeviceCsr view() const {
     return {host.rows, host.cols, host.nnz(), row_ptr.data(), col_idx.data(), values.data()};
   }

@@ -283,7 +283,7 @@ TEST_CASE("step2.speed", "[lab07][step2][speed]") {
 
 TEST_CASE("step3.speed", "[lab07][step3][speed]") {
   LABKIT_REQUIRE_GPU();
-  const DevCsr A(big_poisson());
+  const DevCsr A(&big_poisson());
   const int n = A.host.rows;
   labkit::DeviceBuffer<double> x(static_cast<std::size_t>(n)), yb(static_cast<std::size_t>(n));
   labkit::GuardedBuffer<double> y(std::size_t(n), "y");
@@ -326,7 +326,7 @@ TEST_CASE("step3.speed", "[lab07][step3][speed]") {
 
 TEST_CASE("step4.speed", "[lab07][step4][speed]") {
   LABKIT_REQUIRE_GPU();
-  const DevCsr A(big_poisson());
+  const DevCsr A(&big_poisson());
   const int n = A.host.rows;
   labkit::DeviceBuffer<double> b(static_cast<std::size_t>(n));
   labkit::GuardedBuffer<double> x(std::size_t(n), "x");
@@ -370,7 +370,7 @@ TEST_CASE("step4.speed", "[lab07][step4][speed]") {
 
 TEST_CASE("step6.speed", "[lab07][step6][speed]") {
   LABKIT_REQUIRE_GPU();
-  const DevCsr A(big_poisson());
+  const DevCsr A(&big_poisson());
   const int n = A.host.rows;
   labkit::DeviceBuffer<double> b(static_cast<std::size_t>(n)), xb(static_cast<std::size_t>(n));
   labkit::GuardedBuffer<double> x(std::size_t(n), "x");
