@@ -23,13 +23,14 @@ namespace {
 template <class T>
 std::size_t count_poison(const std::vector<T>& got) {
   std::atomic<std::size_t> total{0};
-  auto count = [&](std::size_t b, std::size_t e) {
-    std::size_t c = 0;
-    for (std::size_t i = b; i < e; ++i) c += is_poison(got[i]);
-    total += c;
-  };
-  if (got.size() < (std::size_t(1) << 20)) count(0, got.size());
-  else parallel_for(got.size(), count);
+  parallel_for(
+      got.size(),
+      [&](std::size_t b, std::size_t e) {
+        std::size_t c = 0;
+        for (std::size_t i = b; i < e; ++i) c += is_poison(got[i]);
+        total += c;
+      },
+      kElementGrain);
   return total;
 }
 
@@ -212,8 +213,7 @@ Verdict check_close(const std::vector<T>& got, const std::vector<double>& expect
       std::lock_guard<std::mutex> lock(parts_mutex);
       parts.emplace(b, std::move(part));
     };
-    if (got.size() < (std::size_t(1) << 20)) run(0, got.size());
-    else parallel_for(got.size(), run);
+    parallel_for(got.size(), run, kElementGrain);
   };
   in_ranges([&](std::size_t b, std::size_t e, Part& part) {
     for (std::size_t i = b; i < e; ++i)

@@ -11,17 +11,16 @@ std::uint64_t derive_seed(std::uint64_t base, std::string_view label) {
 }
 
 namespace {
-// Element i depends on (seed, i) alone, so the split among threads never changes a value. Large inputs (the speed
-// gates' 2^24-2^26 elements, 0.1-0.3 s each on one core) are filled on every core; small ones are not worth a thread.
+// Element i depends on (seed, i) alone, so the split among threads never changes a value. The speed gates' inputs
+// (2^24-2^26 elements, 0.1-0.3 s each on one core) are filled on every core.
 template <class Set>
 void fill_indexed(std::size_t n, const Set& set) {
-  if (n < (std::size_t(1) << 20)) {
-    for (std::size_t i = 0; i < n; ++i) set(i);
-    return;
-  }
-  parallel_for(n, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) set(i);
-  });
+  parallel_for(
+      n,
+      [&](std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) set(i);
+      },
+      kElementGrain);
 }
 }  // namespace
 

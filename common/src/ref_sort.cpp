@@ -5,16 +5,19 @@
 #include <functional>
 #include <thread>
 
+#include "labkit/reference.h"  // kElementGrain
+
 namespace labkit {
 
 void radix_sort_u32(std::vector<std::uint32_t>& v) {
   const std::size_t n = v.size();
   std::vector<std::uint32_t> tmp(n);
   // Lab 04's gates sort 2^24 keys twice per check (~0.55 s each on one core of the grading machine), so large inputs
-  // are split into chunks of at least 2^16 keys, one per core. Each chunk counts its byte values; chunk c's keys of a
-  // value are then placed after those of chunks < c, which is where the serial, stable counting sort puts them.
+  // are split into chunks of at least kElementGrain (2^16) keys, one per core. Each chunk counts its byte values;
+  // chunk c's keys of a value are then placed after those of chunks < c, where the serial, stable sort puts them.
+  // (Not parallel_for: both passes of a byte need the same chunks, by index.)
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t chunks = std::max<std::size_t>(1, std::min(cores, n >> 16));
+  const std::size_t chunks = std::max<std::size_t>(1, std::min(cores, n / kElementGrain));
   const std::size_t len = (n + chunks - 1) / chunks;
   std::vector<std::array<std::size_t, 256>> offset(chunks);
   auto each_chunk = [&](const std::function<void(std::size_t, std::size_t, std::size_t)>& body) {

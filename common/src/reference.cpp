@@ -8,9 +8,9 @@
 
 namespace labkit {
 
-void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body) {
+void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body, std::size_t grain) {
   std::size_t workers = std::max(1u, std::thread::hardware_concurrency());
-  workers = std::min(workers, n ? n : 1);
+  workers = std::min(workers, std::max<std::size_t>(1, n / std::max<std::size_t>(1, grain)));
   if (workers <= 1) {
     body(0, n);
     return;

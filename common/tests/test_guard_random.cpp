@@ -35,7 +35,7 @@ TEST_CASE("random streams are reproducible, distinct and in range", "[cpu][rando
 }
 
 TEST_CASE("large random streams (filled on every core) equal the element-wise stream", "[cpu][random]") {
-  // Above 2^20 elements the fill is split among threads; every element must still be the one its index gives,
+  // From 2^17 elements the fill is split among threads (labkit::kElementGrain); every element must still be the one its index gives,
   // since gates regenerate on the host what fill_random_device wrote on the GPU and compare bit for bit.
   const std::size_t n = (std::size_t(1) << 20) + 37;
   const auto f = labkit::random_floats(n, 11, -2.f, 3.f);

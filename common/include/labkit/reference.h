@@ -7,8 +7,12 @@
 
 namespace labkit {
 
-// Run body(begin, end) over [0, n) split across the host's cores.
-void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body);
+// Run body(begin, end) over [0, n) split across the host's cores, each range at least `grain` indices long: work too
+// small for a thread runs on the calling thread (n <= grain: one call body(0, n), no thread). The ranges depend on n,
+// grain and the core count only, and each starts where the previous one ended.
+void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body, std::size_t grain = 1);
+// The grain of the checks' element-wise passes: a thread for every 2^16 elements at most.
+constexpr std::size_t kElementGrain = std::size_t(1) << 16;
 
 // out = C0 + A*B, row-major A (MxK), B (KxN), C0 (MxN), accumulated in double.
 std::vector<double> matmul_ref(int M, int N, int K, const std::vector<float>& A, const std::vector<float>& B,
