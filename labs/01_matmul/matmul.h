@@ -39,4 +39,9 @@ void matmul_launch_bounds(int M, int N, int K, const float* A, const float* B, f
 // 5f: the tuned kernel: blocks visit the tiles of C in grouped order, so that reused panels stay in L2.
 void matmul_tuned(int M, int N, int K, const float* A, const float* B, float* C);
 
+// Step 6 (expert): 128 x 128 tiles of 4 warps, each warp 64 x 64 of C (8 x 16 results per thread), the k-tiles
+// copied global -> shared with asynchronous copies (cp.async) into a pipeline of shared-memory stages, and each
+// thread's operands for the next k read from shared memory while the current k's FMAs run.
+void matmul_async_pipeline(int M, int N, int K, const float* A, const float* B, float* C);
+
 }  // namespace lab01

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
       // Step 5f keeps the column name of the results in docs/results (tools/reference_results.py numbers the
       // columns step1_ .. step5_; the lettered sub-steps are in the CSV beside them).
       {"step5_tuned", lab01::matmul_tuned, 1 << 30},
+      {"step6_async_pipeline", lab01::matmul_async_pipeline, 1 << 30},
   };
   // The gates' cuBLAS call (tests/cublas_baseline.h, not the student's step 0) is the baseline column of the table.
   auto ref_cublas = [&](int M, int N, int K, const float* A, const float* B, float* C) {

@@ -27,7 +27,7 @@ namespace {
 
 enum class Step {
   cublas = 0, naive_col, naive_row, tiled, regblock,
-  transposed_a, conflict_free, vector_loads, double_buffer, launch_bounds, tuned
+  transposed_a, conflict_free, vector_loads, double_buffer, launch_bounds, tuned, async_pipeline
 };
 const char* const kStepName[] = {"step 0 (cuBLAS)",
                                  "step 1 (naive, column walk)",
@@ -39,7 +39,8 @@ const char* const kStepName[] = {"step 0 (cuBLAS)",
                                  "step 5c (16-byte global loads)",
                                  "step 5d (double buffering)",
                                  "step 5e (launch bounds, 16-deep tiles)",
-                                 "step 5f (grouped block order)"};
+                                 "step 5f (grouped block order)",
+                                 "step 6 (asynchronous-copy pipeline)"};
 
 labkit::CublasHandle& cublas() {
   static labkit::CublasHandle handle;  // created once per process: handle creation costs ~100 ms
@@ -59,6 +60,7 @@ void run(Step s, int M, int N, int K, const float* A, const float* B, float* C) 
     case Step::double_buffer: return lab01::matmul_double_buffer(M, N, K, A, B, C);
     case Step::launch_bounds: return lab01::matmul_launch_bounds(M, N, K, A, B, C);
     case Step::tuned: return lab01::matmul_tuned(M, N, K, A, B, C);
+    case Step::async_pipeline: return lab01::matmul_async_pipeline(M, N, K, A, B, C);
   }
 }
 
@@ -438,6 +440,10 @@ TEST_CASE("step5f.correct", "[lab01][step5f][correctness]") {
   LABKIT_REQUIRE_GPU();
   check_step(Step::tuned);
 }
+TEST_CASE("step6.correct", "[lab01][step6][correctness]") {
+  LABKIT_REQUIRE_GPU();
+  check_step(Step::async_pipeline);
+}
 
 TEST_CASE("step2.speed", "[lab01][step2][speed]") {
   LABKIT_REQUIRE_GPU();
@@ -475,4 +481,8 @@ TEST_CASE("step5e.speed", "[lab01][step5e][speed]") {
 TEST_CASE("step5f.speed", "[lab01][step5f][speed]") {
   LABKIT_REQUIRE_GPU();
   check_speed(Step::tuned, 4096, Step::launch_bounds);
+}
+TEST_CASE("step6.speed", "[lab01][step6][speed]") {
+  LABKIT_REQUIRE_GPU();
+  check_speed(Step::async_pipeline, 4096, Step::tuned);
 }
