@@ -43,8 +43,8 @@ void ata_symmetric(int M, int N, const double* A, double* C);
 // std::runtime_error on a device older than sm_80, or when the program holds no sm_80+ code for the kernel.
 void ata_tensor_core(int M, int N, const double* A, double* C);
 
-// Step 7b (expert, optional): the Hopper shapes (mma.sync m16n8k8 f64, sm_90 only) fed by a cp.async pipeline, with
-// symmetry. Throws std::runtime_error on a device other than sm_90, or when the program holds no sm_90 code.
+// Step 7b (expert, optional): the Hopper shapes (mma.sync m16n8k{4,8,16} f64, sm_90 only) fed by a cp.async
+// pipeline, with symmetry. Throws std::runtime_error on a device other than sm_90, or when the program holds no sm_90 code.
 void ata_tensor_core_sm90(int M, int N, const double* A, double* C);
 
 // Given (every step calls it first): sizes below 1 have no meaning here; refuse them before launching anything.

@@ -1,5 +1,5 @@
-// Lab 06 reference, step 7b: the Hopper fp64 tensor-core shapes (mma.sync m16n8k8, sm_90) fed by a cp.async pipeline,
-// 16-byte fragment loads and stores, with step 6's symmetry.
+// Lab 06 reference, step 7b: the Hopper fp64 tensor-core shapes (mma.sync m16n8k4, sm_90) fed by a cp.async pipeline,
+// 16-byte fragment loads and stores, fragments read one k-step ahead, with step 6's symmetry.
 // The kernel (about 140 lines) is past the project's ~100-line guide on purpose: the fragment loads and the
 // epilogue's 16-byte stores must use the same map of MMA rows and columns to tile rows and columns (the step's idea,
 // explained above the kernel), and with the cp.async pipeline they share the 64 accumulator doubles per lane, so
@@ -141,12 +141,15 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // KM: the MMA's k (4, 8 or 16). BK: rows of A per pipeline stage. kVec16: N even, A and C 16-byte aligned.
-template <int KM, int BK, int kStages, bool kVec16>
+// kPrefetch: the fragments of the next k-step are read from shared memory while this step's MMAs run (two register
+// sets), and at the last k-step of a tile the barrier comes before the reads of the next tile's first fragments.
+template <int KM, int BK, int kStages, bool kVec16, bool kPrefetch = false>
 __global__ void __launch_bounds__(h9::kThreads, 1) ata_dmma_sm90_kernel(int M, int N, const double* __restrict__ A,
                                                                         double* __restrict__ C, int T) {
   using namespace h9;
   static_assert(BK % KM == 0, "a stage holds whole MMA k-steps");
   static_assert(kStages >= 2, "at least double buffering");
+  static_assert(!kPrefetch || (BK / KM) % 2 == 0, "the two fragment sets alternate evenly within a tile");
   constexpr int KQ = KM / 4;  // k-quads per MMA
   extern __shared__ __align__(16) double smem[];
   // Stage s: sP = smem + (2s) * BK * LD, sQ = smem + (2s + 1) * BK * LD; element (k, c) at [k * LD + c].
@@ -196,12 +199,64 @@ __global__ void __launch_bounds__(h9::kThreads, 1) ata_dmma_sm90_kernel(int M, i
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[mi][nj][c] = 0.0;
 
+  // One k-step's fragments: for k-quad v1, a lane's A rows 2g, 2g + 1 and B columns 2g, 2g + 1 (see above).
+  auto load_fragments = [&](const double* sP, const double* sQ, int kk, double (&a)[MI][KM / 2],
+                            double (&b)[NJ][KM / 4]) {
+#pragma unroll
+    for (int v1 = 0; v1 < KQ; ++v1) {
+      const double* rowP = sP + (kk + 4 * v1 + q) * LD + wr + 2 * g;
+      const double* rowQ = sQ + (kk + 4 * v1 + q) * LD + wc + 2 * g;
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const double2 v = *reinterpret_cast<const double2*>(rowP + 16 * mi);
+        a[mi][2 * v1] = v.x;
+        a[mi][2 * v1 + 1] = v.y;
+      }
+#pragma unroll
+      for (int p = 0; p < NJ / 2; ++p) {
+        const double2 v = *reinterpret_cast<const double2*>(rowQ + 16 * p);
+        b[2 * p][v1] = v.x;
+        b[2 * p + 1][v1] = v.y;
+      }
+    }
+  };
+
   const int tiles = (M + BK - 1) / BK;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < tiles) load_tile(s, s * BK);
     cp_async_commit();  // always one group per tile slot (possibly empty): the wait count below stays exact
   }
+  if constexpr (kPrefetch) {
+    double fa[2][MI][KM / 2], fb[2][NJ][KM / 4];
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    load_fragments(smem, smem + BK * LD, 0, fa[0], fb[0]);
+    for (int t = 0; t < tiles; ++t) {
+      // The buffer of tile t - 1: every warp read it before the barrier of tile t - 1's last k-step.
+      const int tn = t + kStages - 1;
+      if (tn < tiles) load_tile(tn % kStages, tn * BK);
+      cp_async_commit();
+      const double* sP = smem + (2 * (t % kStages)) * BK * LD;
+      const double* sN = smem + (2 * ((t + 1) % kStages)) * BK * LD;
+#pragma unroll
+      for (int kk = 0; kk < BK; kk += KM) {
+        const int cur = (kk / KM) % 2;
+        if (kk + KM == BK) {  // tile t + 1's copies: landed (at most kStages - 2 groups pending) and visible
+          cp_async_wait<kStages - 2>();
+          __syncthreads();
+        }
+        if (kk + KM < BK)
+          load_fragments(sP, sP + BK * LD, kk + KM, fa[cur ^ 1], fb[cur ^ 1]);
+        else if (t + 1 < tiles)
+          load_fragments(sN, sN + BK * LD, 0, fa[cur ^ 1], fb[cur ^ 1]);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int nj = 0; nj < NJ; ++nj) mma_m16n8_f64<KM>(acc[mi][nj], fa[cur][mi], fb[cur][nj]);
+      }
+    }
+  } else
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<kStages - 2>();  // this thread's copies of tile t have landed ...
     __syncthreads();               // ... everyone's have, and nobody reads the buffer of tile t - 1 any more
@@ -299,34 +354,37 @@ bool dmma_sm90_loaded(int dev) {
   });
 }
 
-template <int KM, int BK, int kStages, bool kVec16>
+template <int KM, int BK, int kStages, bool kVec16, bool kPrefetch>
 void launch_dmma_sm90_as(int M, int N, const double* A, double* C) {
   constexpr std::size_t bytes = h9::smem_bytes(BK, kStages);
   static DeviceFlags configured;  // above the 48 KiB default: opt in once per device and instantiation
   per_device(configured, current_device(), [] {
-    LABKIT_CUDA(cudaFuncSetAttribute(ata_dmma_sm90_kernel<KM, BK, kStages, kVec16>,
+    LABKIT_CUDA(cudaFuncSetAttribute(ata_dmma_sm90_kernel<KM, BK, kStages, kVec16, kPrefetch>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     return true;
   });
   const int T = static_cast<int>(blocks(N, h9::BT));
-  ata_dmma_sm90_kernel<KM, BK, kStages, kVec16><<<upper_blocks(T), h9::kThreads, bytes>>>(M, N, A, C, T);
+  ata_dmma_sm90_kernel<KM, BK, kStages, kVec16, kPrefetch><<<upper_blocks(T), h9::kThreads, bytes>>>(M, N, A, C, T);
   LABKIT_CHECK_LAUNCH();
 }
 
 // 16-byte copies and stores where N is even and both arrays are 16-byte aligned (every row of A and C then starts
 // on a 16-byte boundary), 8-byte copies otherwise: the gates pass pointers one double off a 16-byte boundary.
-template <int KM, int BK, int kStages>
+template <int KM, int BK, int kStages, bool kPrefetch = false>
 void launch_dmma_sm90(int M, int N, const double* A, double* C) {
   if (N % 2 == 0 && aligned16(A) && aligned16(C))
-    launch_dmma_sm90_as<KM, BK, kStages, true>(M, N, A, C);
+    launch_dmma_sm90_as<KM, BK, kStages, true, kPrefetch>(M, N, A, C);
   else
-    launch_dmma_sm90_as<KM, BK, kStages, false>(M, N, A, C);
+    launch_dmma_sm90_as<KM, BK, kStages, false, kPrefetch>(M, N, A, C);
 }
 
 // The configuration ata_tensor_core_sm90 uses: m16n8k<kTunedKM> MMAs, kTunedBK rows of A per stage, kTunedStages
-// stages (shared memory: kStages x 2 x BK x 132 doubles; 3 x 32: 198 KiB of the H100's 227 KiB per block), chosen
-// by timing the variants with tools/tuning/tune06.cu on an H100.
-constexpr int kTunedKM = 8, kTunedBK = 32, kTunedStages = 3;
+// stages (shared memory: kStages x 2 x BK x 132 doubles; 4 x 16: 132 KiB of the H100's 227 KiB per block), the next
+// k-step's fragments read during the MMAs; chosen by timing the variants with tools/tuning/tune06.cu on an H100.
+// With the prefetch the small k4 shape wins: its fragments take 48 registers in two sets where k8's take 96, and
+// k8's prefetch spills.
+constexpr int kTunedKM = 4, kTunedBK = 16, kTunedStages = 4;
+constexpr bool kTunedPrefetch = true;
 
 }  // namespace
 
@@ -336,13 +394,13 @@ void ata_tensor_core_sm90(int M, int N, const double* A, double* C) {
   int major = 0;
   LABKIT_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   if (major != 9)
-    throw std::runtime_error("lab06 step 7b: mma.sync m16n8k8 f64 exists on sm_90 only (this device is sm_" +
+    throw std::runtime_error("lab06 step 7b: mma.sync m16n8k4 f64 exists on sm_90 only (this device is sm_" +
                              std::to_string(major) + "x)");
   if (!dmma_sm90_loaded<kTunedKM, kTunedBK, kTunedStages>(dev))
     throw std::runtime_error("lab06 step 7b: this program holds no sm_90 code for the kernel (built for older "
                              "architectures only): configure with CMAKE_CUDA_ARCHITECTURES=native (the default) "
                              "or a list that includes 90");
-  launch_dmma_sm90<kTunedKM, kTunedBK, kTunedStages>(M, N, A, C);
+  launch_dmma_sm90<kTunedKM, kTunedBK, kTunedStages, kTunedPrefetch>(M, N, A, C);
 }
 
 }  // namespace lab06

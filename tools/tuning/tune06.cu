@@ -33,11 +33,11 @@ struct Variant {
   int tile;        // its block tile (for the real work count)
 };
 
-template <int KM, int BK, int S>
+template <int KM, int BK, int S, bool P = false>
 Variant sm90() {
-  std::string n = "sm90 k" + std::to_string(KM) + " bk" + std::to_string(BK) + " s" + std::to_string(S);
-  if (KM == lab06::kTunedKM && BK == lab06::kTunedBK && S == lab06::kTunedStages) n += " *";
-  return {n, [](int M, int N, const double* A, double* C) { lab06::launch_dmma_sm90<KM, BK, S>(M, N, A, C); }, true,
+  std::string n = "sm90 k" + std::to_string(KM) + " bk" + std::to_string(BK) + " s" + std::to_string(S) + (P ? " pf" : "");
+  if (KM == lab06::kTunedKM && BK == lab06::kTunedBK && S == lab06::kTunedStages && !P) n += " *";
+  return {n, [](int M, int N, const double* A, double* C) { lab06::launch_dmma_sm90<KM, BK, S, P>(M, N, A, C); }, true,
           lab06::h9::BT};
 }
 
@@ -93,11 +93,19 @@ int main(int argc, char** argv) {
       {"step 7a m8n8k4", lab06::ata_tensor_core, true, 128},
       sm90<8, 32, 3>(),
       sm90<8, 16, 4>(),
+      sm90<8, 16, 4, true>(),
+      sm90<4, 16, 4>(),
+      sm90<4, 16, 4, true>(),
+      sm90<4, 16, 3, true>(),
+      sm90<4, 16, 5, true>(),
+      sm90<4, 16, 6, true>(),
+      sm90<4, 8, 6, true>(),
+      sm90<4, 8, 8, true>(),
+      sm90<4, 32, 3, true>(),
   };
   if (!quick) {
     variants.push_back(sm90<16, 32, 3>());
     variants.push_back(sm90<16, 16, 4>());
-    variants.push_back(sm90<4, 16, 4>());
     variants.push_back(sm90<8, 16, 3>());
   }
   variants.push_back({"lab06::ata_tensor_core_sm90", lab06::ata_tensor_core_sm90, true, 0});

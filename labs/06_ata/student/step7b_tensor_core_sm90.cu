@@ -11,9 +11,10 @@
 
 namespace lab06 {
 
-// Step 7b (expert). Step 7a on the Hopper shapes: mma.sync.aligned.m16n8k8.row.col.f64 (sm_90 only; fragment layout
-// in the walkthrough), the shared tiles filled by cp.async (several stages in flight, one barrier per tile) instead
-// of a register prefetch, symmetry as in step 6. 16-byte copies need 16-byte aligned addresses: A and C may start one
+// Step 7b (expert). Step 7a on the Hopper shapes: mma.sync.aligned.m16n8k{4,8,16}.row.col.f64 (sm_90 only; fragment
+// layout in the walkthrough), the shared tiles filled by cp.async (several stages in flight, one barrier per tile)
+// instead of a register prefetch of the tiles, the next k-step's fragments read during the MMAs, symmetry as in
+// step 6. 16-byte copies need 16-byte aligned addresses: A and C may start one
 // double off a 16-byte boundary, and an odd N misaligns every other row, so keep an 8-byte path. Throw
 // std::runtime_error on a device that is not sm_90 and when the program holds no sm_90 code for your kernel
 // (cudaFuncGetAttributes: attr.ptxVersion >= 90).

@@ -34,7 +34,7 @@ const char* const kStepName[] = {"step 1 (cublasDgemm)",        "step 1 (cublasD
                                  "step 2 (naive)",              "step 3 (shared-memory tiles)",
                                  "step 4 (register blocking)",  "step 5 (4 x 4 register blocks)",
                                  "step 6 (symmetric tiles)",    "step 7a (fp64 tensor cores, m8n8k4)",
-                                 "step 7b (fp64 tensor cores, sm_90 m16n8k8)"};
+                                 "step 7b (fp64 tensor cores, sm_90 shapes)"};
 const char* name(Step s) { return kStepName[int(s)]; }
 
 labkit::CublasHandle& cublas() {
@@ -406,7 +406,8 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
 void require_sm90() {
   const auto dev = labkit::device_info();
   if (dev.major != 9)
-    SKIP("step 7b uses mma.sync m16n8k8 f64, which only sm_90 devices have; this one is sm_" << dev.major << dev.minor);
+    SKIP("step 7b uses the mma.sync m16n8k* f64 shapes, which only sm_90 devices have; this one is sm_"
+         << dev.major << dev.minor);
 }
 
 }  // namespace
