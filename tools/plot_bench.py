@@ -43,9 +43,14 @@ def main():
     if not data:
         sys.exit(f"{a.csv}: no rows match {a.where}")
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for name in sorted(data):
+    # The default cycle has 10 colours: more series (lab 01 has 13) would repeat them, so take tab20's instead and
+    # vary the marker too.
+    colors = plt.get_cmap("tab20" if len(data) > 10 else "tab10").colors
+    markers = "osD^v<>"
+    for i, name in enumerate(sorted(data)):
         xs = sorted(data[name])
-        ax.plot(xs, [statistics.median(data[name][x]) for x in xs], marker="o", label=name)
+        ax.plot(xs, [statistics.median(data[name][x]) for x in xs], marker=markers[i % len(markers)],
+                color=colors[i % len(colors)], label=name)
     for h in a.hline:
         ax.axhline(h, color="gray", linestyle="--", linewidth=1)
     if a.logx:
