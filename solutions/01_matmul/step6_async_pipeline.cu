@@ -263,7 +263,7 @@ void launch_async_pipeline(int M, int N, int K, const float* A, const float* B, 
 }  // namespace
 
 void matmul_async_pipeline(int M, int N, int K, const float* A, const float* B, float* C) {
-  // Chosen by tools/tuning/tune01_step6.cu on an H100: 128 x 128 tiles of 4 warps, each warp 64 x 64 (8 x 16 per
+  // Chosen by tools/tuning/tune01.cu on an H100: 128 x 128 tiles of 4 warps, each warp 64 x 64 (8 x 16 per
   // thread), 8-deep k-tiles, two stages, two blocks per SM.
   launch_async_pipeline<128, 128, 8, 2, 64, 2>(M, N, K, A, B, C);
 }
