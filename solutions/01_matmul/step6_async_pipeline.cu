@@ -1,5 +1,8 @@
-// Lab 01 reference, step 6 (expert): step 5f's tile and thread layout, fed by asynchronous copies (cp.async) through
-// a pipeline of several shared-memory stages instead of step 5d's trip through registers.
+// Lab 01 reference, step 6 (expert): step 5f's block tile and block order with 64 x 64 warp tiles, fed by
+// asynchronous copies (cp.async) through a pipeline of shared-memory stages instead of step 5d's trip through
+// registers, and each thread's operands read one k ahead. The kernel (about 140 lines) is past the project's
+// ~100-line guide for step 5d's reason: the copies, the operand reads and the FMAs are the stages of one pipeline
+// that share its stage indices, its registers and its one barrier per tile, so they stay one function.
 #include <cstdint>
 #include <stdexcept>
 
