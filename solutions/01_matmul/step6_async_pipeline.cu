@@ -86,7 +86,8 @@ struct AsyncTile {
   static constexpr std::size_t kSmemBytes = std::size_t(kStages) * kStageFloats * sizeof(float);
   static_assert((WN == 32 || WN == 64) && BM % 64 == 0 && BN % WN == 0 && BK % 8 == 0,
                 "tile must be whole warps and 8-deep k groups");
-  // Every thread copies the same k columns of A in each pass, and the same columns of B.
+  // Every thread copies the same k columns of A in each pass, and of B the same columns when its 16-byte pieces
+  // cover whole rows of the tile with the block's threads (the 4-byte path of a narrow block may change columns).
   static_assert((BM * BK) % kThreads == 0 && (kThreads / 32) % (BK / 8) == 0, "A tile must split evenly");
   static_assert(kThreads % (BN / 4) == 0, "B tile rows must split evenly over the threads");
   static_assert(kStages >= 2, "a pipeline needs at least two stages");
