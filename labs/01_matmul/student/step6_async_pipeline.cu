@@ -23,10 +23,11 @@ void check_sizes(int M, int N, int K) {
 }
 }  // namespace
 
-// Start from a copy of your step 5f file. Three changes, each measured on its own in the README's step 6 section:
+// Start from a copy of your step 5f file. The README's step 6 section has four changes, each measured on its own:
 // 64 x 64 warp tiles (8 x 16 results per thread, 4 warps per 128 x 128 block); the k-tiles copied with cp.async
 // straight into shared memory, two or more stages deep (more than 48 KB of dynamic shared memory must be asked for
-// with cudaFuncSetAttribute); and the next k's operands read into a second set of registers during the FMAs.
+// with cudaFuncSetAttribute); the next k's operands read into a second set of registers during the FMAs; and the
+// order of the FMAs.
 void matmul_async_pipeline(int M, int N, int K, const float* A, const float* B, float* C) {
   check_sizes(M, N, K);
   (void)A, (void)B, (void)C;
