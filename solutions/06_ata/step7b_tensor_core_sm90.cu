@@ -204,19 +204,19 @@ __global__ void __launch_bounds__(h9::kThreads, 1) ata_dmma_sm90_kernel(int M, i
                             double (&b)[NJ][KM / 4]) {
 #pragma unroll
     for (int v1 = 0; v1 < KQ; ++v1) {
-      const double* rowP = sP + (kk + 4 * v1 + q) * LD + wr + 2 * g;
-      const double* rowQ = sQ + (kk + 4 * v1 + q) * LD + wc + 2 * g;
+      const double* rowP = sP + (kk + 4 * v1 + q) * LD + wr + 2 * g;  // k = q + 4 v1, tile rows 2g, 2g + 1
+      const double* rowQ = sQ + (kk + 4 * v1 + q) * LD + wc + 2 * g;  // k = q + 4 v1, tile cols 2g, 2g + 1
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
         const double2 v = *reinterpret_cast<const double2*>(rowP + 16 * mi);
-        a[mi][2 * v1] = v.x;
-        a[mi][2 * v1 + 1] = v.y;
+        a[mi][2 * v1] = v.x;      // MMA row g     (v0 = 0)
+        a[mi][2 * v1 + 1] = v.y;  // MMA row g + 8 (v0 = 1)
       }
 #pragma unroll
       for (int p = 0; p < NJ / 2; ++p) {
         const double2 v = *reinterpret_cast<const double2*>(rowQ + 16 * p);
-        b[2 * p][v1] = v.x;
-        b[2 * p + 1][v1] = v.y;
+        b[2 * p][v1] = v.x;      // n-tile 2p,     column g
+        b[2 * p + 1][v1] = v.y;  // n-tile 2p + 1, column g
       }
     }
   };
@@ -256,41 +256,23 @@ __global__ void __launch_bounds__(h9::kThreads, 1) ata_dmma_sm90_kernel(int M, i
           for (int nj = 0; nj < NJ; ++nj) mma_m16n8_f64<KM>(acc[mi][nj], fa[cur][mi], fb[cur][nj]);
       }
     }
-  } else
-  for (int t = 0; t < tiles; ++t) {
-    cp_async_wait<kStages - 2>();  // this thread's copies of tile t have landed ...
-    __syncthreads();               // ... everyone's have, and nobody reads the buffer of tile t - 1 any more
-    {
+  } else {
+    for (int t = 0; t < tiles; ++t) {
+      cp_async_wait<kStages - 2>();  // this thread's copies of tile t have landed ...
+      __syncthreads();               // ... everyone's have, and nobody reads the buffer of tile t - 1 any more
       const int tn = t + kStages - 1;
       if (tn < tiles) load_tile(tn % kStages, tn * BK);  // into the buffer of tile t - 1
       cp_async_commit();
-    }
-    const double* sP = smem + (2 * (t % kStages)) * BK * LD;
-    const double* sQ = sP + BK * LD;
+      const double* sP = smem + (2 * (t % kStages)) * BK * LD;
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += KM) {
-      double a[MI][KM / 2], b[NJ][KM / 4];
+      for (int kk = 0; kk < BK; kk += KM) {
+        double a[MI][KM / 2], b[NJ][KM / 4];
+        load_fragments(sP, sP + BK * LD, kk, a, b);
 #pragma unroll
-      for (int v1 = 0; v1 < KQ; ++v1) {
-        const double* rowP = sP + (kk + 4 * v1 + q) * LD + wr + 2 * g;  // k = q + 4 v1, tile rows 2g, 2g + 1
-        const double* rowQ = sQ + (kk + 4 * v1 + q) * LD + wc + 2 * g;  // k = q + 4 v1, tile cols 2g, 2g + 1
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-          const double2 v = *reinterpret_cast<const double2*>(rowP + 16 * mi);
-          a[mi][2 * v1] = v.x;      // MMA row g     (v0 = 0)
-          a[mi][2 * v1 + 1] = v.y;  // MMA row g + 8 (v0 = 1)
-        }
-#pragma unroll
-        for (int p = 0; p < NJ / 2; ++p) {
-          const double2 v = *reinterpret_cast<const double2*>(rowQ + 16 * p);
-          b[2 * p][v1] = v.x;      // n-tile 2p,     column g
-          b[2 * p + 1][v1] = v.y;  // n-tile 2p + 1, column g
-        }
+          for (int nj = 0; nj < NJ; ++nj) mma_m16n8_f64<KM>(acc[mi][nj], a[mi], b[nj]);
       }
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int nj = 0; nj < NJ; ++nj) mma_m16n8_f64<KM>(acc[mi][nj], a[mi], b[nj]);
     }
   }
   cp_async_wait<0>();  // only empty groups can be pending here; leave no copy behind anyway
@@ -344,12 +326,12 @@ __global__ void __launch_bounds__(h9::kThreads, 1) ata_dmma_sm90_kernel(int M, i
 // Whether the image of the sm_90 kernel that the runtime loaded for the current device comes from sm_90 or newer
 // code: a program built for sm_80 only would JIT its compute_80 PTX (ptxVersion 80), in which the kernel is a
 // __trap().
-template <int KM, int BK, int kStages>
+template <int KM, int BK, int kStages, bool kPrefetch>
 bool dmma_sm90_loaded(int dev) {
   static DeviceFlags flags;
   return per_device(flags, dev, [] {
     cudaFuncAttributes attr{};
-    LABKIT_CUDA(cudaFuncGetAttributes(&attr, ata_dmma_sm90_kernel<KM, BK, kStages, true>));
+    LABKIT_CUDA(cudaFuncGetAttributes(&attr, ata_dmma_sm90_kernel<KM, BK, kStages, true, kPrefetch>));
     return attr.ptxVersion >= 90;
   });
 }
@@ -396,7 +378,7 @@ void ata_tensor_core_sm90(int M, int N, const double* A, double* C) {
   if (major != 9)
     throw std::runtime_error("lab06 step 7b: mma.sync m16n8k4 f64 exists on sm_90 only (this device is sm_" +
                              std::to_string(major) + "x)");
-  if (!dmma_sm90_loaded<kTunedKM, kTunedBK, kTunedStages>(dev))
+  if (!dmma_sm90_loaded<kTunedKM, kTunedBK, kTunedStages, kTunedPrefetch>(dev))
     throw std::runtime_error("lab06 step 7b: this program holds no sm_90 code for the kernel (built for older "
                              "architectures only): configure with CMAKE_CUDA_ARCHITECTURES=native (the default) "
                              "or a list that includes 90");

@@ -35,8 +35,10 @@ struct Variant {
 
 template <int KM, int BK, int S, bool P = false>
 Variant sm90() {
-  std::string n = "sm90 k" + std::to_string(KM) + " bk" + std::to_string(BK) + " s" + std::to_string(S) + (P ? " pf" : "");
-  if (KM == lab06::kTunedKM && BK == lab06::kTunedBK && S == lab06::kTunedStages && !P) n += " *";
+  std::string n = "sm90 k" + std::to_string(KM) + " bk" + std::to_string(BK) + " s" + std::to_string(S);
+  if (P) n += " pf";  // the fragments of the next k-step read during this step's MMAs
+  if (KM == lab06::kTunedKM && BK == lab06::kTunedBK && S == lab06::kTunedStages && P == lab06::kTunedPrefetch)
+    n += " *";
   return {n, [](int M, int N, const double* A, double* C) { lab06::launch_dmma_sm90<KM, BK, S, P>(M, N, A, C); }, true,
           lab06::h9::BT};
 }
@@ -163,8 +165,8 @@ int main(int argc, char** argv) {
                   t_syrk / ms, ok ? "ok  " : "FAIL", ck.rel, ck.asym, ck.nonfinite);
     }
   }
-  std::printf("\n* = the configuration ata_tensor_core_sm90 uses (KM %d, BK %d, stages %d)\n", lab06::kTunedKM,
-              lab06::kTunedBK, lab06::kTunedStages);
+  std::printf("\n* = the configuration ata_tensor_core_sm90 uses (KM %d, BK %d, stages %d%s)\n", lab06::kTunedKM,
+              lab06::kTunedBK, lab06::kTunedStages, lab06::kTunedPrefetch ? ", fragments one k-step ahead" : "");
   std::printf("%s\n", all_ok ? "all checks passed" : "SOME CHECKS FAILED");
   return all_ok ? 0 : 1;
 }
