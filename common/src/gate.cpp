@@ -74,6 +74,7 @@ double threshold(std::string gate_id) {
 }
 
 void require(const Verdict& verdict, std::string_view context) {
+  report::detail::trace_checkpoint(context, verdict.ok);
   if (verdict.ok) return;
   FAIL(context << ": " << verdict.message << "\n  " << reproduce_hint());
 }
@@ -219,7 +220,7 @@ std::string SanitizerCap::summary() const {
   if (!left_to_memcheck_.empty()) {
     os << (left_out_.empty() ? "" : "; and ");
     for (std::size_t i = 0; i < left_to_memcheck_.size(); ++i) os << (i ? "; " : "") << left_to_memcheck_[i];
-    os << " (the same shared-memory work as a case racecheck runs; memcheck checks them)";
+    os << " (their blocks meet the same barriers as the cases racecheck runs; memcheck checks them)";
   }
   return os.str();
 }

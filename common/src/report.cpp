@@ -1,6 +1,8 @@
 #include "labkit/report.h"
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@ struct Channel {
   std::mutex mu;
   std::FILE* out = nullptr;
   std::string gate;
+  std::chrono::steady_clock::time_point checkpoint;  // gate start or the last trace_checkpoint
 };
 Channel& channel() {
   static Channel c;
@@ -43,6 +46,30 @@ void detail::set_current_gate(std::string_view gate) {
   auto& c = channel();
   std::lock_guard<std::mutex> lock(c.mu);
   c.gate = gate;
+  c.checkpoint = std::chrono::steady_clock::now();
+}
+
+// LABKIT_GATE_TRACE=FILE: where a gate's time goes, without a profiler and under compute-sanitizer too. Every
+// gate::require (one per checked shape or case) appends the time since the previous one, or since the gate began,
+// with its context. Off unless the variable is set; the file is opened per line so that processes can share it.
+void detail::trace_checkpoint(std::string_view context, bool ok) {
+  static const char* path = std::getenv("LABKIT_GATE_TRACE");
+  if (!path || !*path) return;
+  auto& c = channel();
+  std::lock_guard<std::mutex> lock(c.mu);
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - c.checkpoint).count();
+  c.checkpoint = now;
+  if (std::FILE* f = std::fopen(path, "a")) {
+    const char* tool = std::getenv("LABKIT_SANITIZER");
+    std::fputs(nlohmann::json{{"gate", c.gate}, {"context", context}, {"ok", ok}, {"ms", ms},
+                              {"sanitizer", tool ? tool : ""}}
+                   .dump()
+                   .c_str(),
+               f);
+    std::fputc('\n', f);
+    std::fclose(f);
+  }
 }
 
 std::string current_gate() {

@@ -187,6 +187,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     esc.push_back(wait);
     total += tb.back() + tcand.back();
   }
+  report::detail::trace_checkpoint("the timed calls", true);
   // The last call was the candidate's: its output, on inputs it never saw before, must be right.
   tc.verify();
   return summarize_comparison(std::move(tb), std::move(tcand), std::move(esc));

@@ -29,6 +29,8 @@ void open(const std::string& path);   // "" or "-": no channel (console only)
 bool is_open();
 void write_line(const std::string& json_object);  // appends '\n' and flushes
 void set_current_gate(std::string_view gate);
+// LABKIT_GATE_TRACE (see report.cpp): time since the gate began or the previous checkpoint, with its context.
+void trace_checkpoint(std::string_view context, bool ok);
 }  // namespace detail
 
 }  // namespace labkit::report
