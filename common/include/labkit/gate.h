@@ -128,8 +128,9 @@ class SanitizerCap {
   // Always false without a sanitizer; under one, true (and `name` remembered) when work > cap.
   bool skips(double work, std::string_view name);
   // True (and `name` remembered) only under the default checks' racecheck: for a case whose shared-memory work
-  // repeats another one's (the same tiles and barriers with other pointer offsets, say) and that memcheck, which
-  // still runs it, checks for what differs. `labgrade --sanitize` runs it under both tools.
+  // repeats another one's (the same tiles and barriers with other pointer offsets or sizes, say) and that memcheck,
+  // which still runs it, checks for what differs. Ask skips() first, so that a case above the cap is named as such.
+  // `labgrade --sanitize` runs it under both tools.
   bool skips_racecheck(std::string_view name);
   // The line printed at the end ("" when nothing was left out).
   std::string summary() const;
