@@ -127,13 +127,13 @@ TEST_CASE("cases left to memcheck are skipped by the default checks' racecheck o
     SanitizerCap cap(double(1 << 26), "multiply-adds", double(1 << 19));
     CHECK(cap.skips_racecheck("M=68 N=132 K=36, offsets 1,0,0"));
     CHECK(cap.summary() ==
-          "under compute-sanitizer (LABKIT_SANITIZER=racecheck): left out M=68 N=132 K=36, offsets 1,0,0 (the same "
-          "shared-memory work as a case racecheck runs; memcheck checks them)");
+          "under compute-sanitizer (LABKIT_SANITIZER=racecheck): left out M=68 N=132 K=36, offsets 1,0,0 (their blocks "
+          "meet the same barriers as the cases racecheck runs; memcheck checks them)");
     CHECK(cap.skips(double(1 << 20), "M=127 N=131 K=137"));
     CHECK(cap.summary() ==
           "under compute-sanitizer (LABKIT_SANITIZER=racecheck): left out M=127 N=131 K=137 (above 2^19 multiply-adds; "
-          "the small and odd cases check bounds and races); and M=68 N=132 K=36, offsets 1,0,0 (the same "
-          "shared-memory work as a case racecheck runs; memcheck checks them)");
+          "the small and odd cases check bounds and races); and M=68 N=132 K=36, offsets 1,0,0 (their blocks meet "
+          "the same barriers as the cases racecheck runs; memcheck checks them)");
   }
   unsetenv("LABKIT_SANITIZER_SMALL");
   unsetenv("LABKIT_SANITIZER");
