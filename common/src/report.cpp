@@ -53,7 +53,7 @@ void detail::set_current_gate(std::string_view gate) {
 // gate::require (one per checked shape or case) appends the time since the previous one, or since the gate began,
 // with its context. Off unless the variable is set; the file is opened per line so that processes can share it.
 void detail::trace_checkpoint(std::string_view context, bool ok) {
-  static const char* path = std::getenv("LABKIT_GATE_TRACE");
+  const char* path = std::getenv("LABKIT_GATE_TRACE");  // per call: a few per checked case, and tests can set it
   if (!path || !*path) return;
   auto& c = channel();
   std::lock_guard<std::mutex> lock(c.mu);
