@@ -54,6 +54,7 @@ class ResultChannelListener : public Catch::EventListenerBase {
   using Catch::EventListenerBase::EventListenerBase;
 
   void testRunStarting(const Catch::TestRunInfo&) override {
+    labkit::report::detail::set_lab(labkit::detail::gate_lab_id);
     nlohmann::json j{{"event", "run_start"},
                      {"lab", labkit::detail::gate_lab_id},
                      {"seed", Catch::getSeed()},

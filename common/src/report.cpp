@@ -6,6 +6,7 @@
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 namespace labkit::report {
 namespace {
@@ -13,6 +14,7 @@ struct Channel {
   std::mutex mu;
   std::FILE* out = nullptr;
   std::string gate;
+  std::string lab;                                    // for the trace only (set_lab)
   std::chrono::steady_clock::time_point checkpoint;  // gate start or the last trace_checkpoint
 };
 Channel& channel() {
@@ -49,6 +51,12 @@ void detail::set_current_gate(std::string_view gate) {
   c.checkpoint = std::chrono::steady_clock::now();
 }
 
+void detail::set_lab(std::string_view lab) {
+  auto& c = channel();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.lab = lab;
+}
+
 // LABKIT_GATE_TRACE=FILE: where a gate's time goes, without a profiler and under compute-sanitizer too. Every
 // gate::require (one per checked shape or case) appends the time since the previous one, or since the gate began,
 // with its context. Off unless the variable is set; the file is opened per line so that processes can share it.
@@ -62,8 +70,8 @@ void detail::trace_checkpoint(std::string_view context, bool ok) {
   c.checkpoint = now;
   if (std::FILE* f = std::fopen(path, "a")) {
     const char* tool = std::getenv("LABKIT_SANITIZER");
-    std::fputs(nlohmann::json{{"gate", c.gate}, {"context", context}, {"ok", ok}, {"ms", ms},
-                              {"sanitizer", tool ? tool : ""}}
+    std::fputs(nlohmann::json{{"lab", c.lab}, {"pid", static_cast<long>(getpid())}, {"gate", c.gate},
+                              {"context", context}, {"ok", ok}, {"ms", ms}, {"sanitizer", tool ? tool : ""}}
                    .dump()
                    .c_str(),
                f);

@@ -1,5 +1,5 @@
-// LABKIT_GATE_TRACE: every gate::require appends one JSON line (gate, context, verdict, milliseconds since the gate
-// began or the previous line, the sanitizer) to the named file, and nothing is written without the variable.
+// LABKIT_GATE_TRACE: every gate::require appends one JSON line (lab, process, gate, context, verdict, milliseconds
+// since the gate began or the previous line, the sanitizer) to the named file, and nothing without the variable.
 #include <catch2/catch_test_macros.hpp>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "labkit/compare.h"
 #include "labkit/gate.h"
@@ -35,6 +37,7 @@ TEST_CASE("the gate trace records each checked case with its time and only when 
   CHECK(!std::filesystem::exists(file));
 
   setenv("LABKIT_GATE_TRACE", file.c_str(), 1);
+  labkit::report::detail::set_lab("99");
   labkit::report::detail::set_current_gate("step9.correct");
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   labkit::gate::require(labkit::Verdict{}, "n = 33");
@@ -47,6 +50,8 @@ TEST_CASE("the gate trace records each checked case with its time and only when 
   const auto lines = read_lines(file);
   std::filesystem::remove(file);
   REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["lab"] == "99");
+  CHECK(lines[0]["pid"] == static_cast<long>(getpid()));
   CHECK(lines[0]["gate"] == "step9.correct");
   CHECK(lines[0]["context"] == "n = 33");
   CHECK(lines[0]["ok"] == true);

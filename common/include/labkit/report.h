@@ -31,6 +31,7 @@ void write_line(const std::string& json_object);  // appends '\n' and flushes
 void set_current_gate(std::string_view gate);
 // LABKIT_GATE_TRACE (see report.cpp): time since the gate began or the previous checkpoint, with its context.
 void trace_checkpoint(std::string_view context, bool ok);
+void set_lab(std::string_view lab);  // the lab the trace lines name (the gate binary's main sets it)
 }  // namespace detail
 
 }  // namespace labkit::report

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Summarise a LABKIT_GATE_TRACE file: where the gates' time goes, per lab and tool, per gate, and the costliest
+cases.
+
+  LABKIT_GATE_TRACE=/tmp/trace.jsonl build/gpu/labgrade --solutions --no-build
+  tools/gate_trace.py /tmp/trace.jsonl                  # every lab, plain run and each sanitizer
+  tools/gate_trace.py /tmp/trace.jsonl --tool racecheck --top 15
+
+Each line of the trace is one gate::require (one checked case, mostly) or the end of compare_speed's timed calls:
+{"lab", "pid", "gate", "context", "ok", "ms", "sanitizer"}, where ms is the time since the gate began or since the
+previous line of the same process. A gate's time after its last line (teardown) is not in the trace; the grader's
+per-gate times (its JUnit or JSON output) have it.
+"""
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trace")
+    p.add_argument("--tool", help="only this sanitizer ('none' for the plain run)")
+    p.add_argument("--lab", help="only this lab, e.g. 01")
+    p.add_argument("--top", type=int, default=10, help="how many of the costliest cases to list (default 10)")
+    a = p.parse_args()
+
+    rows = []
+    with open(a.trace) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"{a.trace}:{number}: not a JSON line ({e.msg})")
+            r["tool"] = r.get("sanitizer") or "none"
+            r["lab"] = r.get("lab") or "?"
+            rows.append(r)
+    if a.tool:
+        rows = [r for r in rows if r["tool"] == a.tool]
+    if a.lab:
+        rows = [r for r in rows if r["lab"] == a.lab]
+    if not rows:
+        sys.exit("no trace lines match")
+
+    by_tool = defaultdict(float)
+    by_gate = defaultdict(lambda: [0.0, 0])
+    for r in rows:
+        by_tool[(r["lab"], r["tool"])] += r["ms"]
+        g = by_gate[(r["lab"], r["tool"], r["gate"])]
+        g[0] += r["ms"]
+        g[1] += 1
+
+    print("seconds per lab and tool")
+    print(f"  {'lab':<4} {'tool':<10} {'s':>8}")
+    for (lab, tool), ms in sorted(by_tool.items()):
+        print(f"  {lab:<4} {tool:<10} {ms / 1000:8.2f}")
+    print("\nseconds per gate (cases traced)")
+    print(f"  {'lab':<4} {'tool':<10} {'gate':<22} {'s':>8} {'cases':>6}")
+    for (lab, tool, gate), (ms, n) in sorted(by_gate.items()):
+        print(f"  {lab:<4} {tool:<10} {gate:<22} {ms / 1000:8.2f} {n:6d}")
+    print(f"\nthe {a.top} costliest lines")
+    for r in sorted(rows, key=lambda r: -r["ms"])[: a.top]:
+        print(f"  {r['ms'] / 1000:7.2f} s  {r['lab']:<3} {r['tool']:<10} {r['gate']:<20} {r['context'][:90]}")
+
+
+if __name__ == "__main__":
+    main()
