@@ -198,6 +198,10 @@ bool SanitizerCap::skips(double work, std::string_view name) {
   return true;
 }
 
+bool SanitizerCap::skips(double work, std::string_view name, bool race_checked) {
+  return skips(work, name) || (!race_checked && skips_racecheck(name));
+}
+
 bool SanitizerCap::skips_racecheck(std::string_view name) {
   if (!default_racecheck()) return false;
   left_to_memcheck_.emplace_back(name);

@@ -120,6 +120,8 @@ TEST_CASE("cases left to memcheck are skipped by the default checks' racecheck o
   {
     SanitizerCap cap(double(1 << 26), "multiply-adds", double(1 << 19));
     CHECK(!cap.skips_racecheck("offsets 1,0,0"));  // memcheck is what checks them
+    CHECK(!cap.skips(double(1 << 20), "M=127 N=131 K=137", false));  // under memcheck's cap of 2^22
+    CHECK(cap.skips(double(1 << 23), "M=260 N=264 K=300", true));    // above it, whatever racecheck keeps
   }
   setenv("LABKIT_SANITIZER", "racecheck", 1);
   CHECK(labkit::gate::default_racecheck());
@@ -134,6 +136,18 @@ TEST_CASE("cases left to memcheck are skipped by the default checks' racecheck o
           "under compute-sanitizer (LABKIT_SANITIZER=racecheck): left out M=127 N=131 K=137 (above 2^19 multiply-adds; "
           "the small and odd cases check bounds and races); and M=68 N=132 K=36, offsets 1,0,0 (their blocks meet "
           "the same barriers as the cases racecheck runs; memcheck checks them)");
+  }
+  {
+    // One call for both choices: above the race cap a case is named as such, whether racecheck would keep it or not;
+    // under it, a case racecheck does not keep is left to memcheck, one it keeps runs.
+    SanitizerCap cap(double(1 << 26), "multiply-adds", double(1 << 19));
+    CHECK(cap.skips(double(1 << 20), "M=127 N=131 K=137", false));
+    CHECK(cap.skips(double(1 << 18), "M=5 N=7 K=1000", false));
+    CHECK(!cap.skips(double(1 << 18), "M=33 N=65 K=129", true));
+    CHECK(cap.summary() ==
+          "under compute-sanitizer (LABKIT_SANITIZER=racecheck): left out M=127 N=131 K=137 (above 2^19 multiply-adds; "
+          "the small and odd cases check bounds and races); and M=5 N=7 K=1000 (their blocks meet the same barriers "
+          "as the cases racecheck runs; memcheck checks them)");
   }
   unsetenv("LABKIT_SANITIZER_SMALL");
   unsetenv("LABKIT_SANITIZER");

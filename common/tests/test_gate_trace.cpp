@@ -2,7 +2,6 @@
 // since the gate began or the previous line, the sanitizer) to the named file, and nothing without the variable.
 #include <catch2/catch_test_macros.hpp>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -27,8 +26,8 @@ std::vector<nlohmann::json> read_lines(const std::filesystem::path& p) {
 }  // namespace
 
 TEST_CASE("the gate trace records each checked case with its time and only when asked", "[gate]") {
-  const auto file = std::filesystem::temp_directory_path() /
-                    ("labkit_gate_trace_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+  const auto file = std::filesystem::temp_directory_path() / ("labkit_gate_trace_" + std::to_string(stamp));
   std::filesystem::remove(file);
   unsetenv("LABKIT_SANITIZER");
   unsetenv("LABKIT_GATE_TRACE");

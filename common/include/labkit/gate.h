@@ -127,9 +127,11 @@ class SanitizerCap {
   ~SanitizerCap();
   // Always false without a sanitizer; under one, true (and `name` remembered) when work > cap.
   bool skips(double work, std::string_view name);
-  // True (and `name` remembered) only under the default checks' racecheck: for a case whose shared-memory work
-  // repeats another one's (the same tiles and barriers with other pointer offsets or sizes, say) and that memcheck,
-  // which still runs it, checks for what differs. Ask skips() first, so that a case above the cap is named as such.
+  // The same, and under the default checks' racecheck also true for a case that is not `race_checked`: one whose
+  // blocks meet the same barriers as a case racecheck runs (other pointer offsets or sizes, say), left to memcheck,
+  // which still runs it and checks what differs. A case above the cap is named as such first.
+  bool skips(double work, std::string_view name, bool race_checked);
+  // True (and `name` remembered) only under the default checks' racecheck, for such a case without a work figure.
   // `labgrade --sanitize` runs it under both tools.
   bool skips_racecheck(std::string_view name);
   // The line printed at the end ("" when nothing was left out).

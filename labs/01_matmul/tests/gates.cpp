@@ -105,12 +105,12 @@ constexpr double kSanitizerCap = double(1 << 26);
 // racecheck took over lab 01) are left to memcheck and `labgrade --sanitize`.
 constexpr double kRaceCap = double(1 << 19);
 // Of the shapes under that cap, racecheck keeps the ones that differ in what a block's barriers see, and leaves the
-// rest to memcheck (SanitizerCap::skips_racecheck): measured on an H100 (LABKIT_GATE_TRACE), a shape costs about
-// 0.1 s under racecheck however small (a dozen instrumented launches and copies), and 5x7x1000 with its 125 tiles of
-// K in one block 0.7 s, a third of each step's two seconds. The shapes kept: 33x65x129 (partial tiles in M, N and
-// K, with K over many tiles: a barrier missing at either end of the k loop shows), 64x64x64 (full tiles, the
-// aligned 16-byte paths), 1x300x7 (one row over three blocks, B's rows suit 16-byte loads but the tiles are
-// partial) and the misaligned 68x132x36 with all three pointers off.
+// rest to memcheck (SanitizerCap::skips with race_checked): measured on an H100 (LABKIT_GATE_TRACE), a shape costs
+// about 0.1 s under racecheck however small (a dozen instrumented launches and copies), and 5x7x1000 with its 125 tiles
+// of K in one block 0.7 s, a third of each step's two seconds. The shapes kept: 33x65x129 (partial tiles in M, N and K,
+// with K over many tiles: a barrier missing at either end of the k loop shows), 64x64x64 (full tiles, the aligned
+// 16-byte paths), 1x300x7 (one row over three blocks, B's rows suit 16-byte loads but the tiles are partial) and the
+// misaligned 68x132x36 with all three pointers off.
 bool race_checked(const Shape& s) {
   return (s.M == 33 && s.N == 65 && s.K == 129) || (s.M == 64 && s.N == 64 && s.K == 64) ||
          (s.M == 1 && s.N == 300 && s.K == 7);
@@ -300,18 +300,13 @@ const std::vector<std::pair<Shape, Offsets>> kMisaligned = {
 
 void check_step(Step step) {
   labkit::gate::SanitizerCap cap(kSanitizerCap, "multiply-adds", kRaceCap);
-  for (const Shape& s : kShapes) {
-    if (cap.skips(double(s.M) * s.N * s.K, str(s))) continue;
-    if (!race_checked(s) && cap.skips_racecheck(str(s))) continue;
-    check_shape(step, s);
-  }
+  for (const Shape& s : kShapes)
+    if (!cap.skips(double(s.M) * s.N * s.K, str(s), race_checked(s))) check_shape(step, s);
   for (const auto& [s, o] : kMisaligned) {
     // One offset at a time runs the same tiles and barriers as all three at once: racecheck takes only the
     // latter (68x132x36 is most of racecheck's time in this lab), memcheck checks every address of each.
     const bool all_three = o.a && o.b && o.c;
-    if (cap.skips(double(s.M) * s.N * s.K, str(s, o))) continue;
-    if (!all_three && cap.skips_racecheck(str(s, o))) continue;
-    check_shape(step, s, o);
+    if (!cap.skips(double(s.M) * s.N * s.K, str(s, o), all_three)) check_shape(step, s, o);
   }
 }
 

@@ -186,9 +186,9 @@ constexpr double kSanitizerCap = double(1 << 21);
 // racecheck in the default checks: up to 65 x 129, every partial tile of a 32 x 32 tile both ways and a block whose
 // rows loop; the strips and the larger rectangles add blocks, not barriers (memcheck still runs them).
 constexpr double kRaceCap = double(1 << 14);
-// Of the shapes under that cap racecheck keeps 31x33 (one partial tile each way), 64x64 (full tiles), 65x129 (full
-// and partial tiles, rows that loop) and the misaligned shapes with both pointers off; memcheck checks the rest
-// (SanitizerCap::skips_racecheck). Measured on an H100 (LABKIT_GATE_TRACE): each case cost about 0.08 s under
+// Of the shapes under that cap racecheck keeps 31x33 (one partial tile each way), 64x64 (full tiles), 65x129 (full and
+// partial tiles, rows that loop) and the misaligned shapes with both pointers off; memcheck checks the rest
+// (SanitizerCap::skips with race_checked). Measured on an H100 (LABKIT_GATE_TRACE): each case cost about 0.08 s under
 // racecheck, 17 cases 1.3-2 s a step, and the tiny shapes and strips meet no barrier those five do not.
 bool race_checked(const Shape& s) {
   return (s.rows == 31 && s.cols == 33) || (s.rows == 64 && s.cols == 64) || (s.rows == 65 && s.cols == 129);
@@ -196,15 +196,10 @@ bool race_checked(const Shape& s) {
 
 void check_step(Step step) {
   labkit::gate::SanitizerCap cap(kSanitizerCap, "elements", kRaceCap);
-  for (const Shape& s : kShapes) {
-    if (cap.skips(double(s.rows) * s.cols, str(s))) continue;
-    if (!race_checked(s) && cap.skips_racecheck(str(s))) continue;
-    check_shape(step, s);
-  }
-  for (const auto& [s, o] : kMisaligned) {
-    if (!(o.in && o.out) && cap.skips_racecheck(str(s, o))) continue;
-    check_shape(step, s, o);
-  }
+  for (const Shape& s : kShapes)
+    if (!cap.skips(double(s.rows) * s.cols, str(s), race_checked(s))) check_shape(step, s);
+  for (const auto& [s, o] : kMisaligned)
+    if (!cap.skips(double(s.rows) * s.cols, str(s, o), o.in && o.out)) check_shape(step, s, o);
 }
 
 // Speed: a step against cudaMemcpy device-to-device of the same bytes (the gate's own call, never a step of the

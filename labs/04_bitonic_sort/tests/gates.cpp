@@ -201,18 +201,18 @@ void for_each_case(const std::vector<std::size_t>& sizes, bool both_orders, Fn f
   }
 }
 
-// Of the sizes under kRaceCap, racecheck keeps these and leaves the rest to memcheck (SanitizerCap::skips_racecheck).
-// A sorting network compares the same positions whatever the keys, so what a block's barriers see depends only on
-// the padded size: 33 (one warp's pairs of a 64-key network), 1025 (2048 padded, one pair per thread of a block of
-// 1024), 4096 (two pairs per thread, no padding) and 4097 (8192 padded, the largest one-block sort). Measured on an
-// H100 (LABKIT_GATE_TRACE), each size cost 0.2-1.5 s under racecheck, 14 s over the lab's three shared-memory steps.
+// Of the sizes under kRaceCap, racecheck keeps these and leaves the rest to memcheck (SanitizerCap::skips with
+// race_checked). A sorting network compares the same positions whatever the keys, so what a block's barriers see
+// depends only on the padded size: 33 (one warp's pairs of a 64-key network), 1025 (2048 padded, one pair per thread of
+// a block of 1024), 4096 (two pairs per thread, no padding) and 4097 (8192 padded, the largest one-block sort).
+// Measured on an H100 (LABKIT_GATE_TRACE), each size cost 0.2-1.5 s under racecheck, 14 s over the lab's three
+// shared-memory steps.
 bool race_checked(std::size_t n) { return n == 33 || n == 1025 || n == 4096 || n == 4097; }
 
 // Every case goes through the gate's `cap`: under a sanitizer the largest are left out.
 bool runs(labkit::gate::SanitizerCap& cap, std::size_t n, Pattern p, Order o) {
   const std::string name = "n = " + std::to_string(n) + " (" + kPatternName[int(p)] + ", " + order_name(o) + ")";
-  if (cap.skips(double(n), name)) return false;
-  return race_checked(n) || !cap.skips_racecheck(name);
+  return !cap.skips(double(n), name, race_checked(n));
 }
 
 void check_keys_step(Step s) {

@@ -105,9 +105,9 @@ constexpr double kSanitizerCap = double(1 << 27);
 // them; the default memcheck keeps 47x66 misaligned).
 constexpr double kRaceCap = double(1 << 21);
 // Of the shapes under that cap, racecheck keeps 129x95 and 100x97, M = 1 over three 128-tiles (1x300) and the
-// misaligned 47x66 with both pointers off; memcheck checks the rest (SanitizerCap::skips_racecheck). Measured on an
-// H100 (LABKIT_GATE_TRACE): a shape costs about 0.1 s under racecheck however small, and 1000x5, whose 1000 rows of
-// A are the k loop of a single block, 2.7 s of step 3's 7 s and a third of every other step's time; 129 rows already
+// misaligned 47x66 with both pointers off; memcheck checks the rest (SanitizerCap::skips with race_checked). Measured
+// on an H100 (LABKIT_GATE_TRACE): a shape costs about 0.1 s under racecheck however small, and 1000x5, whose 1000 rows
+// of A are the k loop of a single block, 2.7 s of step 3's 7 s and a third of every other step's time; 129 rows already
 // take the k loop over several tiles with a partial last one.
 bool race_checked(const Shape& s) {
   return (s.M == 129 && s.N == 95) || (s.M == 100 && s.N == 97) || (s.M == 1 && s.N == 300);
@@ -315,19 +315,14 @@ const std::vector<Shape> kOffsetShapes = {{47, 66}, {130, 256}, {257, 301}};
 
 void check_step(Step step) {
   labkit::gate::SanitizerCap cap(kSanitizerCap, "multiply-adds", kRaceCap);
-  for (const Shape& s : kShapes) {
-    if (cap.skips(double(s.M) * s.N * s.N, str(s))) continue;
-    if (!race_checked(s) && cap.skips_racecheck(str(s))) continue;
-    check_shape(step, s);
-  }
+  for (const Shape& s : kShapes)
+    if (!cap.skips(double(s.M) * s.N * s.N, str(s), race_checked(s))) check_shape(step, s);
   for (const Shape& s : kOffsetShapes)
     for (auto [oa, oc] : kOffsets) {
       const std::string name = str(s) + " offsets A+" + std::to_string(oa) + " C+" + std::to_string(oc);
-      if (cap.skips(double(s.M) * s.N * s.N, name)) continue;
       // One pointer off at a time runs the same tiles and barriers as both at once: racecheck takes only the
       // latter, memcheck checks every address of each.
-      if (!(oa && oc) && cap.skips_racecheck(name)) continue;
-      check_shape(step, s, oa, oc);
+      if (!cap.skips(double(s.M) * s.N * s.N, name, oa && oc)) check_shape(step, s, oa, oc);
     }
 }
 

@@ -295,9 +295,7 @@ void check_solver(Solver s) {
   for (const Problem& p : problems(s)) {
     const double iterations =
         labkit::gate::default_racecheck() ? labkit::cg_ref(p.A, p.b, p.tol, p.max_iter).iterations : 0;
-    if (cap.skips(iterations, p.label)) continue;
-    if (!p.race_checked && cap.skips_racecheck(p.label)) continue;
-    check_solve(s, p);
+    if (!cap.skips(iterations, p.label, p.race_checked)) check_solve(s, p);
   }
 }
 
