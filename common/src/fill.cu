@@ -2,6 +2,7 @@
 // bands' pattern with its device-side comparison.
 #include <cstdint>
 
+#include "labkit/buffer.h"
 #include "labkit/check.h"
 #include "labkit/guard.h"
 #include "labkit/random.h"
@@ -74,6 +75,12 @@ void fill_random_device(double* dev, std::size_t n, std::uint64_t seed, double l
   if (!n) return;
   fill_random_kernel<<<grid_for(n), 256>>>(dev, n, seed, lo, hi);
   LABKIT_CHECK_LAUNCH();
+}
+
+std::vector<float> random_floats_via_device(std::size_t n, std::uint64_t seed, float lo, float hi) {
+  DeviceBuffer<float> scratch(n);
+  fill_random_device(scratch.data(), n, seed, lo, hi);
+  return scratch.download();
 }
 
 void fill_pattern_device(void* dev, std::size_t count, std::size_t elem_size, std::uint64_t pattern) {

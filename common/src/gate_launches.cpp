@@ -1,5 +1,6 @@
 // labkit::gate::own_kernels: the launch recorder as the gates use it (Catch2, rubric, result channel).
 #include <catch2/catch_test_macros.hpp>
+#include <algorithm>
 #include <iostream>
 #include <set>
 
@@ -55,6 +56,11 @@ void own_kernels(std::string_view step, const std::function<void()>& call) {
       launches::refusal(step, ran, g ? g->allow_libraries : none, launches::own_symbols());
   if (!refused.empty()) FAIL(refused << "\n  " << reproduce_hint());
   report_shared_memory_kernels(ran);
+}
+
+void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& opt) {
+  tc.record = [step = std::move(step)](const std::function<void()>& call) { own_kernels(step, call); };
+  tc.recorded_round = static_cast<int>(seed("recorded round") % std::uint64_t(std::max(1, opt.min_repeats)));
 }
 
 }  // namespace labkit::gate

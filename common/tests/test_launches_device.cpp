@@ -10,6 +10,7 @@
 #include "labkit/device.h"
 #include "labkit/launches.h"
 #include "labkit/random.h"
+#include "labkit/timing.h"
 
 namespace {
 using labkit::launches::Kernel;
@@ -97,4 +98,50 @@ TEST_CASE("the recorder attributes cuBLAS's kernels to cuBLAS", "[gpu][launches]
   INFO("replayed kernels:" << listing(replayed));
   REQUIRE(!replayed.empty());
   CHECK_FALSE(labkit::launches::refusal("step 5 (tuned)", replayed, {}, labkit::launches::own_symbols()).empty());
+}
+
+TEST_CASE("compare_speed records the candidate in the chosen round and in the last call, outside the medians",
+          "[gpu][launches][timing]") {
+  // A step that runs its own kernel on its first call at a size and cuBLAS on every later one: the kind of step a
+  // check before the timing (the old speed gates' only recorded call) never caught. The recorded calls see cuBLAS.
+  if (!labkit::has_device()) SKIP(labkit::no_device_reason());
+  const int n = 512;
+  labkit::DeviceBuffer<float> A(std::size_t(n) * n), B(std::size_t(n) * n), C(std::size_t(n) * n);
+  labkit::CublasHandle handle;
+  int candidate_calls = 0;
+  auto candidate = [&](int) {
+    if (candidate_calls++ == 0)
+      labkit::fill_random_device(C.data(), C.size(), 5);  // "its own kernel"
+    else
+      sgemm(handle, n, A.data(), B.data(), C.data());
+  };
+  auto baseline = [&](int) { labkit::fill_random_device(C.data(), C.size(), 6); };
+  std::vector<int> recorded_calls;  // the candidate call counts at which record() ran
+  std::vector<std::string> refusals;
+  int refreshes = 0, verified_after = -1;
+  labkit::TimedCase tc;
+  tc.refresh = [&](int) { ++refreshes; };
+  tc.verify = [&] { verified_after = candidate_calls; };
+  tc.record = [&](const std::function<void()>& call) {
+    recorded_calls.push_back(candidate_calls + 1);
+    Recorder rec;
+    REQUIRE(rec.available());
+    call();
+    refusals.push_back(labkit::launches::refusal("the step", rec.stop(), {}, labkit::launches::own_symbols()));
+  };
+  labkit::TimingOptions opt;
+  opt.warmup = 1;
+  opt.min_repeats = 4;
+  opt.max_repeats = 6;
+  opt.budget_ms = 0;
+  tc.recorded_round = 2;
+  const auto cmp = labkit::compare_speed(baseline, candidate, tc, opt);
+  // warm-up: 1 candidate call; rounds 0, 1 counted; round 2 recorded (call 4); rounds 3, 4 counted; the last call.
+  REQUIRE(recorded_calls == std::vector<int>{4, 7});
+  CHECK(candidate_calls == 7);
+  CHECK(verified_after == 7);  // verify() comes right after the recorded last call
+  CHECK(cmp.candidate.repeats == 4);
+  CHECK(cmp.baseline.repeats == 4);
+  CHECK(refreshes == 6 + 7);  // one before every call: the baseline's 6 (warm-up included), the candidate's 7
+  for (const auto& r : refusals) CHECK(r.find("cuBLAS") != std::string::npos);
 }

@@ -24,8 +24,9 @@
 // miss the kernels inside a graph launched as a whole. The callbacks on the launch APIs are used only to learn
 // which library made a launch (the records carry no caller); they are matched to records by correlation id.
 //
-// Cost: recording is on only inside a scope. The gates open scopes around the correctness calls and the untimed
-// verification call of the speed gates, never around timed repetitions.
+// Cost: recording is on only inside a scope. The gates open scopes around the correctness calls and, in the speed
+// gates, around two candidate calls that compare_speed leaves out of its medians (TimedCase::record): one timed
+// round the gate's secret picks, and the last call, the one the gate verifies.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -33,6 +34,8 @@
 #include <string_view>
 #include <unordered_set>
 #include <vector>
+
+#include "labkit/timing.h"
 
 namespace labkit::launches {
 
@@ -123,4 +126,9 @@ namespace labkit::gate {
 // library's) that use shared memory the current gate's scopes have seen so far. The grader's default racecheck,
 // which checks only shared memory, leaves out a correctness gate that reported 0 (labgrade's sanitizers.cpp).
 void own_kernels(std::string_view step, const std::function<void()>& call);
+
+// For a speed gate: sets tc.record to own_kernels(step, call) and tc.recorded_round to a round below
+// opt.min_repeats that the gate's secret picks (labkit::gate::seed), so compare_speed records the candidate in
+// one timed round a step cannot predict and in the call verify() checks (see labkit::TimedCase).
+void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& opt);
 }  // namespace labkit::gate

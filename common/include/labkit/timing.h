@@ -45,14 +45,24 @@ struct SpeedComparison {
 //  - verify(): untimed, after the timing: checks the output of the last timed candidate call against a trusted
 //    result (work done once and skipped on later calls fails here); it fails the gate itself (gate::require).
 // Both are required; a gate that leaves refresh empty says why in a comment.
+//  - record(call) (optional; every gate whose step may run only its own kernels sets it, with
+//    gate::record_timed_calls): runs one candidate call inside the launch recorder (gate::own_kernels), which fails
+//    the gate when a library kernel ran. compare_speed records the candidate in one timed round, `recorded_round`
+//    (< min_repeats, so it always comes; the gate derives it from its secret, so a step cannot know which), and in
+//    one last call after the timed rounds, the one verify() checks. A step that runs its own kernels only on some
+//    calls (the first at a size, say) and a library's on the others is seen; neither recorded call counts in the
+//    medians (the recorder's host work is not the step's). Without it, the gate must record an untimed call itself.
 struct TimedCase {
   std::function<void(int rep)> refresh;
   std::function<void()> verify;
+  std::function<void(const std::function<void()>& call)> record;
+  int recorded_round = 0;
 };
 //
 // The order of one round: refresh(k); evict_l2(); baseline(k) timed; refresh(k+1); evict_l2(); candidate(k+1)
 // timed; then the wait for escaped work. k counts every call from 0 (warm-up included), so a gate can derive the
-// inputs of call k from k, and the last call before verify() is always the candidate's.
+// inputs of call k from k, and the last call before verify() is always the candidate's (with `record`, the extra
+// recorded call after the timed rounds).
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimedCase& timed_case, const TimingOptions& opt = {});
 // Deprecated: no fresh inputs, no verification, no escaped-work check (labs 04, 06, 07 until they move over).
