@@ -171,8 +171,8 @@ struct Inputs {
   float* c() { return dC.data() + off.c; }
   std::vector<float> run_step(Step step) {
     dC.upload(C_all);
-    // Only the step's own kernels may run (the rubric's allow_libraries lets step 0 call cuBLAS). run_step is the
-    // correctness call and the speed gates' untimed verification call; timed repetitions call run() unrecorded.
+    // Only the step's own kernels may run (the rubric's allow_libraries lets step 0 call cuBLAS). The speed gates
+    // record two of their calls through compare_speed instead (TimedCase::record).
     labkit::gate::own_kernels(kStepName[int(step)], [&] { run(step, s.M, s.N, s.K, a(), b(), c()); });
     LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
     last_C_all = dC.download();
@@ -310,10 +310,12 @@ void check_step(Step step) {
   }
 }
 
-// Speed: a step against the gate's own cuBLAS SGEMM (reference_sgemm, never the student's step 0) at n^3, after
-// checking the step's answer at that size. Every timed call gets fresh A, B and C (a result cached on pointers,
-// sizes or sampled values never matches) and a cold L2; after the timing the last call's C is checked against
-// cuBLAS on the same inputs and at sampled positions against the CPU (work done once and skipped later fails).
+// Speed: a step against the gate's own cuBLAS SGEMM (reference_sgemm, never the student's step 0) at n^3. Every
+// timed call gets fresh A, B and C (a result cached on pointers, sizes or sampled values never matches) and a cold
+// L2; the launch recorder watches one timed round the gate's secret picks and the last call (only the step's own
+// kernels may run: TimedCase::record), whose C is then checked against cuBLAS on the same inputs and at sampled
+// positions against the CPU (work done once and skipped later fails). No separate check before the timing: the
+// last call is a call at the timed size on inputs it never saw, and a wrong step fails there with the same message.
 struct SpeedRun {
   Step candidate;
   int n;
@@ -322,7 +324,16 @@ struct SpeedRun {
   std::uint64_t seed(const char* what, int k) const { return labkit::derive_seed(seed_base, what + std::to_string(k)); }
 };
 
-labkit::TimedCase timed_case(SpeedRun& run_, Inputs& in) {
+// The speed gates' device matrices, filled on the device by refresh (no host copy is ever made of most of them).
+struct SpeedInputs {
+  labkit::GuardedBuffer<float> dA, dB, dC;
+  explicit SpeedInputs(int n)
+      : dA(std::size_t(n) * n, "A"), dB(std::size_t(n) * n, "B"), dC(std::size_t(n) * n, "C") {
+    for (auto* b : {&dA, &dB, &dC}) b->set_row_length(n);
+  }
+};
+
+labkit::TimedCase timed_case(SpeedRun& run_, SpeedInputs& in) {
   const std::size_t nn = std::size_t(run_.n) * run_.n;
   labkit::TimedCase tc;
   tc.refresh = [&run_, &in, nn](int k) {
@@ -334,13 +345,19 @@ labkit::TimedCase timed_case(SpeedRun& run_, Inputs& in) {
   tc.verify = [&run_, &in, nn]() {
     const int n = run_.n, k = run_.last;
     LABKIT_CUDA(cudaDeviceSynchronize());
+    const std::string ctx = std::string(kStepName[int(run_.candidate)]) +
+                            ", the last timed call (fresh inputs it had not seen before), M=N=K=" + std::to_string(n);
+    for (const auto* buf : {&in.dA, &in.dB, &in.dC}) {
+      auto g = buf->check_guards();
+      if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+    }
     const auto got = in.dC.download();
-    // Host copies of the inputs of call k (the device fill is bit-identical), for the CPU samples.
-    const auto A = labkit::random_floats(nn, run_.seed("A", k)), B = labkit::random_floats(nn, run_.seed("B", k)),
-               C0 = labkit::random_floats(nn, run_.seed("C", k));
+    // Host copies of the inputs of call k, for the CPU samples (generated on the device: 16M floats each).
+    const auto A = labkit::random_floats_via_device(nn, run_.seed("A", k)),
+               B = labkit::random_floats_via_device(nn, run_.seed("B", k)),
+               C0 = labkit::random_floats_via_device(nn, run_.seed("C", k));
     labkit::gate::require(labkit::check_unmodified(in.dA.download(), A, "A"), "after the timed calls");
     labkit::gate::require(labkit::check_unmodified(in.dB.download(), B, "B"), "after the timed calls");
-    // (the speed gates' Inputs have no offsets: dA, dB and dC hold exactly A, B and C)
     labkit::GuardedBuffer<float> trusted(nn, "C (cuBLAS)");
     trusted.upload(C0);
     reference_sgemm(n, n, n, in.dA.data(), in.dB.data(), trusted.data());
@@ -357,8 +374,6 @@ labkit::TimedCase timed_case(SpeedRun& run_, Inputs& in) {
       samples.emplace_back(std::size_t(i) * n + j, labkit::matmul_ref_at(n, n, n, A, B, C0, i, j));
     }
     labkit::gate::require(labkit::check_close_at(t, samples, opt), "the cuBLAS cross-check itself");
-    const std::string ctx = std::string(kStepName[int(run_.candidate)]) +
-                            ", the last timed call (fresh inputs it had not seen before), M=N=K=" + std::to_string(n);
     labkit::gate::require(labkit::check_close_at(got, samples, opt), ctx);
     labkit::gate::require(labkit::check_close(got, std::vector<double>(t.begin(), t.end()), opt),
                           ctx + " (compared with cuBLAS)");
@@ -370,30 +385,22 @@ labkit::TimedCase timed_case(SpeedRun& run_, Inputs& in) {
 // only to report how far the step moved (metric previous_ratio): the teaching point, step 2 many times faster than
 // step 1, without letting a deliberately slow earlier step raise this gate's ratio.
 void check_speed(Step candidate, int n, std::optional<Step> previous) {
-  const Shape s{n, n, n};
-  Inputs in(s);
-  {
-    const auto out = in.run_step(candidate);
-    labkit::GuardedBuffer<float> trusted(in.C0.size(), "C (cuBLAS)");
-    trusted.upload(in.C0);
-    reference_sgemm(n, n, n, in.dA.data(), in.dB.data(), trusted.data());
-    const auto t = trusted.download();
-    labkit::gate::require(labkit::check_close(out, std::vector<double>(t.begin(), t.end()), options_for(in)),
-                          std::string(kStepName[int(candidate)]) + " at the timed size " + str(s));
-  }
+  SpeedInputs in(n);
   labkit::TimingOptions opt;
   opt.warmup = 2;
   opt.min_repeats = 5;
-  opt.budget_ms = 400;
-  SpeedRun sr{candidate, n, labkit::gate::seed("speed " + str(s))};
+  opt.budget_ms = 200;
+  SpeedRun sr{candidate, n, labkit::gate::seed("speed " + str(Shape{n, n, n}))};
   auto cublas_call = [&](int) { reference_sgemm(n, n, n, in.dA.data(), in.dB.data(), in.dC.data()); };
   auto step_call = [&](Step st) {
     return [&, st](int) { run(st, n, n, n, in.dA.data(), in.dB.data(), in.dC.data()); };
   };
-  const auto cmp = labkit::compare_speed(cublas_call, step_call(candidate), timed_case(sr, in), opt);
+  labkit::TimedCase tc = timed_case(sr, in);
+  labkit::gate::record_timed_calls(tc, kStepName[int(candidate)], opt);
+  const auto cmp = labkit::compare_speed(cublas_call, step_call(candidate), tc, opt);
   const double gflop = 2.0 * n * double(n) * n / 1e9;
   if (previous)
-    labkit::gate::report_previous_ratio(cmp, cublas_call, step_call(*previous), timed_case(sr, in).refresh,
+    labkit::gate::report_previous_ratio(cmp, cublas_call, step_call(*previous), tc.refresh,
                                         kStepName[int(candidate)], kStepName[int(*previous)], "cuBLAS");
   labkit::gate::require_speedup(cmp, "cuBLAS SGEMM (the gate's own call)", kStepName[int(candidate)], gflop, "GFLOP");
 }

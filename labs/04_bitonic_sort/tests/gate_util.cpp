@@ -28,8 +28,8 @@ void run_keys(Step s, float* keys, std::size_t n, Order o) {
   throw std::logic_error("run_keys: not a keys-only step");
 }
 
-// The calls the correctness gates and the untimed verification make: a step's sort must be its own kernels, not
-// thrust::sort or a CUB radix sort (labkit/launches.h). The timed repetitions call run_keys() unrecorded.
+// The calls the correctness gates make: a step's sort must be its own kernels, not
+// thrust::sort or a CUB radix sort (labkit/launches.h). The speed gates record through TimedCase::record.
 void run_keys_checked(Step s, float* keys, std::size_t n, Order o) {
   labkit::gate::own_kernels(kStepName[int(s)], [&] { run_keys(s, keys, n, o); });
 }

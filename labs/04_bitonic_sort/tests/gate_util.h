@@ -29,8 +29,8 @@ const char* const kStepName[] = {"",
 const char* order_name(Order o);
 
 void run_keys(Step s, float* keys, std::size_t n, Order o);
-// The calls the correctness gates and the untimed verification make: a step's sort must be its own kernels, not
-// thrust::sort or a CUB radix sort (labkit/launches.h). The timed repetitions call run_keys() unrecorded.
+// The calls the correctness gates make: a step's sort must be its own kernels, not
+// thrust::sort or a CUB radix sort (labkit/launches.h). The speed gates record through TimedCase::record.
 void run_keys_checked(Step s, float* keys, std::size_t n, Order o);
 
 // The sort check, with a diagnosis (a lost or duplicated value, the first descent, -0.0/+0.0 and NaN mix-ups, an

@@ -17,6 +17,7 @@
 #include "labkit/buffer.h"
 #include "labkit/gate.h"
 #include "labkit/guard.h"
+#include "labkit/launches.h"
 #include "labkit/random.h"
 #include "labkit/timing.h"
 #include "thrust_sort.h"
@@ -32,7 +33,10 @@ namespace {
 //    sorts sorted data and a sort that remembers its last answer (keyed on the pointer, n or a few sampled keys)
 //    hands back a wrong one;
 //  - verify(), untimed, after the timing: the output of the candidate's last timed call must be the sorted input
-//    of that call (the CPU check of the correctness gates, with its diagnosis).
+//    of that call (the CPU check of the correctness gates, with its diagnosis). A fast wrong sort earns nothing,
+//    and needs no check before the timing: the last call is one at the timed size on keys it never saw;
+//  - record: only the step's own kernels may run (no thrust::sort or CUB inside a step), in a timed round the
+//    gate's secret picks and in the last call.
 constexpr std::size_t kSpeedN = std::size_t(1) << 24;
 
 std::uint64_t speed_seed(int rep) { return labkit::gate::seed("speed keys, timed call " + std::to_string(rep)); }
@@ -46,14 +50,6 @@ void check_speed(Step candidate, const char* baseline_name, const std::function<
   const std::string ctx = std::string(kStepName[int(candidate)]) + " at the timed size n = 2^24, ascending";
   labkit::GuardedBuffer<float> work(n, "keys");  // the candidate's array
   labkit::DeviceBuffer<float> base(n);           // the baseline's own, so that it never sorts the candidate's keys
-  {  // a fast wrong sort earns nothing (and fails here with the full diagnosis rather than after the timing)
-    const std::vector<float> in = labkit::random_floats(n, speed_seed(-1), -1.f, 1.f);
-    work.upload(in);
-    run_keys_checked(candidate, work.data(), n, Order::ascending);
-    LABKIT_CUDA(cudaDeviceSynchronize());
-    require_guards(work.check_guards(), ctx);
-    labkit::gate::require(check_sort(work.download(), in, Order::ascending), ctx);
-  }
   // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
   // the candidate's last call, so `last_rep` names the keys that call sorted.
   int inputs_rep = -1, last_rep = -1;
@@ -68,7 +64,7 @@ void check_speed(Step candidate, const char* baseline_name, const std::function<
     LABKIT_CUDA(cudaDeviceSynchronize());
     if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the last timed call was not the candidate's");
     require_guards(work.check_guards(), ctx + " (last timed call)");
-    const std::vector<float> in = labkit::random_floats(n, speed_seed(last_rep), -1.f, 1.f);
+    const std::vector<float> in = labkit::random_floats_via_device(n, speed_seed(last_rep), -1.f, 1.f);
     labkit::gate::require(check_sort(work.download(), in, Order::ascending),
                           ctx + ", the output of the last timed call (fresh keys, call " + std::to_string(last_rep) +
                               ")");
@@ -77,6 +73,7 @@ void check_speed(Step candidate, const char* baseline_name, const std::function<
   opt.warmup = 1;
   opt.min_repeats = 5;
   opt.budget_ms = 200;
+  labkit::gate::record_timed_calls(tc, kStepName[int(candidate)], opt);
   auto timed_baseline = [&](int) { baseline(base.data(), n); };
   auto timed_candidate = [&](int) {
     run_keys(candidate, work.data(), n, Order::ascending);

@@ -33,7 +33,10 @@ labkit::TimingOptions speed_options() {
 // Every speed gate uses the TimedCase form of labkit::compare_speed: refresh(rep), untimed, before every timed call
 // gives the inputs new random contents (a seed per rep) and poisons the candidate's outputs, so that a step that
 // keeps its last answer (keyed on pointers, sizes or sampled values) or returns at once leaves a wrong output;
-// verify(), untimed, checks the candidate's last timed output against a trusted result for that call's inputs.
+// verify(), untimed, checks the candidate's last timed output against a trusted result for that call's inputs;
+// record (TimedCase::record) lets only the step's own kernels run in a timed round the gate's secret picks and in
+// that last call. Steps 1-3 need no check before the timing: the last call is one at the timed size on inputs it
+// never saw, with the same diagnosis. The solvers keep one (5 iterations held to 1e-8, before any timing).
 std::uint64_t speed_seed(const std::string& what, int rep) {
   return labkit::gate::seed("speed " + what + ", timed call " + std::to_string(rep));
 }
@@ -72,13 +75,18 @@ constexpr int kItersShort = 16, kItersLong = 112;  // multiples of the default g
 constexpr double kFixedAllowanceIters = 8;
 
 // `make_case(iters)` gives the TimedCase of runs of `iters` iterations (each verifies its own last call).
-labkit::SpeedComparison per_iteration(const std::function<void(int)>& baseline,
-                                      const std::function<void(int)>& candidate,
-                                      const std::function<labkit::TimedCase(int)>& make_case) {
+labkit::TimingOptions per_iteration_options() {
   labkit::TimingOptions o;
   o.warmup = 1;
   o.min_repeats = 3;
   o.budget_ms = 120;
+  return o;
+}
+
+labkit::SpeedComparison per_iteration(const std::function<void(int)>& baseline,
+                                      const std::function<void(int)>& candidate,
+                                      const std::function<labkit::TimedCase(int)>& make_case) {
+  const labkit::TimingOptions o = per_iteration_options();
   const auto shrt = labkit::compare_speed([&](int) { baseline(kItersShort); }, [&](int) { candidate(kItersShort); },
                                           make_case(kItersShort), o);
   const auto lng = labkit::compare_speed([&](int) { baseline(kItersLong); }, [&](int) { candidate(kItersLong); },
@@ -155,6 +163,7 @@ labkit::TimedCase solver_case(Solver s, const DevCsr& A, labkit::DeviceBuffer<do
     pl->rep(ctx);  // b still holds that call's contents
     require_solver_matches(*pA, pb->data(), *px, iters, 1e-6, ctx);
   };
+  labkit::gate::record_timed_calls(tc, name(s), per_iteration_options());
   return tc;
 }
 
@@ -165,7 +174,7 @@ TEST_CASE("step1.speed", "[lab07][step1][speed]") {
   LABKIT_REQUIRE_GPU();
   const int n = 10000000;
   labkit::DeviceBuffer<double> x(n), y(n), partials(lab07::kMaxPartials), result(1), ref(1);
-  // result of x^T y for the inputs of timed call `rep` (-1: the check before timing), against long double.
+  // result of x^T y for the inputs of timed call `rep`, against long double.
   auto require_dot = [&](int rep, const std::string& ctx) {
     const auto hx = labkit::random_doubles(n, speed_seed("x", rep)), hy = labkit::random_doubles(n, speed_seed("y", rep));
     double mag = 0;
@@ -180,10 +189,6 @@ TEST_CASE("step1.speed", "[lab07][step1][speed]") {
     labkit::fill_random_device(x.data(), n, speed_seed("x", rep));
     labkit::fill_random_device(y.data(), n, speed_seed("y", rep));
   };
-  fill(-1);
-  lab07::dot_shuffle(n, x.data(), y.data(), partials.data(), result.data(), lab07::kDefaultBlocksPerSm);
-  sync();
-  require_dot(-1, "step 1b at the timed size n = 10^7");
   LastCandidateCall last;
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
@@ -196,6 +201,7 @@ TEST_CASE("step1.speed", "[lab07][step1][speed]") {
     const std::string ctx = "step 1b at the timed size, the result of the last timed call (fresh x and y)";
     require_dot(last.rep(ctx), ctx);
   };
+  labkit::gate::record_timed_calls(tc, "step 1b (dot_shuffle)", speed_options());
   DevicePointerMode mode;
   const auto cmp = labkit::compare_speed(
       [&](int) { LABKIT_CUBLAS(cublasDdot(cublas(), n, x.data(), 1, y.data(), 1, ref.data())); },
@@ -248,10 +254,6 @@ TEST_CASE("step2.speed", "[lab07][step2][speed]") {
     o.tolerance = rel_tolerance((2.0 * n + 8) * kU * (2 * mag) * (2 * mag) * n, expected);  // as in step2.correct
     labkit::gate::require(labkit::check_close(rr.download(), expected, o), ctx);
   };
-  fill(-1);
-  lab07::update_xr(n, alpha, p.data(), Ap.data(), x.data(), r.data(), partials.data(), rr.data());
-  sync();
-  require_update(-1, "step 2 update_xr at the timed size");
   LastCandidateCall last;
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
@@ -264,6 +266,7 @@ TEST_CASE("step2.speed", "[lab07][step2][speed]") {
     const std::string ctx = "step 2 update_xr at the timed size, the x, r and r^T r of the last timed call";
     require_update(last.rep(ctx), ctx);
   };
+  labkit::gate::record_timed_calls(tc, "step 2 (update_xr)", speed_options());
   const double h_scal[2] = {alpha, -alpha};
   LABKIT_CUDA(cudaMemcpy(scal.data(), h_scal, sizeof h_scal, cudaMemcpyHostToDevice));
   DevicePointerMode mode;
@@ -296,11 +299,6 @@ TEST_CASE("step3.speed", "[lab07][step3][speed]") {
     o.tolerance = rel_tolerance(spmv_abs_bound(A.host, hx), expected);
     labkit::gate::require(labkit::check_close(y.download(), expected, o), ctx);
   };
-  labkit::fill_random_device(x.data(), std::size_t(n), speed_seed("x", -1));
-  y.poison();
-  lab07::spmv_thread_per_row(A.view(), x.data(), y.data());
-  sync();
-  require_spmv(-1, "step 3a at the timed size (" + describe(A.host) + ")");
   LastCandidateCall last;
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
@@ -313,6 +311,7 @@ TEST_CASE("step3.speed", "[lab07][step3][speed]") {
     const std::string ctx = "step 3a at the timed size, the y of the last timed call (fresh x)";
     require_spmv(last.rep(ctx), ctx);
   };
+  labkit::gate::record_timed_calls(tc, "step 3a (spmv_thread_per_row)", speed_options());
   lab07_baseline::CusparseSpmv spmv(cusparse(), A.view(), x.data(), yb.data());
   const auto cmp = labkit::compare_speed([&](int) { spmv(x.data(), yb.data()); },
                                          [&](int) {
