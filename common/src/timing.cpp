@@ -123,15 +123,16 @@ SpeedComparison summarize_comparison(std::vector<double> baseline_ms, std::vecto
 
 namespace {
 // LABKIT_TIMING_TRACE=FILE appends one JSON line per timed call of compare_speed (gate, side, call index, ms and,
-// for the candidate, the wait after its stop event): the raw samples behind a ratio's median, for finding where a
-// speed gate's run-to-run spread comes from. Off unless the variable is set; the file is opened per call so that
+// for the candidate, the wait after its stop event; wall_ms, the host's time for the whole call with its refresh,
+// scrub and waits): the raw samples behind a ratio's median, for finding where a speed gate's run-to-run spread
+// and its untimed cost come from. Off unless the variable is set; the file is opened per call so that
 // several gate processes can append to it.
-void trace_call(const char* side, int call, double ms, double wait_ms) {
+void trace_call(const char* side, int call, double ms, double wait_ms, double wall_ms) {
   static const char* path = std::getenv("LABKIT_TIMING_TRACE");
   if (!path || !*path) return;
   if (std::FILE* f = std::fopen(path, "a")) {
-    std::fprintf(f, "{\"gate\":\"%s\",\"side\":\"%s\",\"call\":%d,\"ms\":%.6f,\"wait_ms\":%.6f}\n",
-                 report::current_gate().c_str(), side, call, ms, wait_ms);
+    std::fprintf(f, "{\"gate\":\"%s\",\"side\":\"%s\",\"call\":%d,\"ms\":%.6f,\"wait_ms\":%.6f,\"wall_ms\":%.6f}\n",
+                 report::current_gate().c_str(), side, call, ms, wait_ms, wall_ms);
     std::fclose(f);
   }
 }
@@ -160,6 +161,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   auto timed = [&](const std::function<void(int)>& fn, double* escaped, bool recorded = false) {
     const int k = call++;
     const char* side = &fn == &baseline ? "baseline" : recorded ? "candidate (recorded)" : "candidate";
+    const auto wall0 = std::chrono::steady_clock::now();
     tc.refresh(k);
     LABKIT_CUDA(cudaDeviceSynchronize());
     evict_l2();
@@ -173,7 +175,8 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     const double ms = timer.elapsed_ms();
     const double wait = wait_after_stop_ms(timer);
     if (escaped) *escaped = wait;
-    trace_call(side, k, ms, wait);
+    trace_call(side, k, ms, wait,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count());
     return ms;
   };
   for (int i = 0; i < opt.warmup; ++i) {
