@@ -6,8 +6,8 @@ cases.
   tools/gate_trace.py /tmp/trace.jsonl                  # every lab, plain run and each sanitizer
   tools/gate_trace.py /tmp/trace.jsonl --tool racecheck --top 15
 
-Each line of the trace is one gate::require (one checked case, mostly) or the end of compare_speed's timed calls:
-{"lab", "pid", "gate", "context", "ok", "ms", "sanitizer"}, where ms is the time since the gate began or since the
+Each line of the trace is one gate::require (one checked case, mostly), or the start or end of compare_speed's timed
+calls: {"lab", "pid", "gate", "context", "ok", "ms", "sanitizer"}, where ms is the time since the gate began or since the
 previous line of the same process. A gate's time after its last line (teardown) is not in the trace; the grader's
 per-gate times (its JUnit or JSON output) have it.
 """

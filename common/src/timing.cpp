@@ -149,6 +149,8 @@ double wait_after_stop_ms(EventTimer& timer) {
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimedCase& tc, const TimingOptions& opt) {
   if (!tc.refresh || !tc.verify) throw std::invalid_argument("compare_speed: a TimedCase needs refresh and verify");
+  // The gate's set-up (inputs, baselines' handles) as a line of its own in LABKIT_GATE_TRACE, apart from the timing.
+  report::detail::trace_checkpoint("before the timed calls", true);
   EventTimer timer;
   int call = 0;
   // One timed call: fresh inputs (so no cached answer matches), then L2 scrubbed. Scrubbing instead of rotating

@@ -1,6 +1,6 @@
 // Lab 05 speed gates: each saxpy, and the fused saxpy+norm (step 5b), against a cudaMemcpy D2D copy of the same
-// number of bytes, all at 2^26 floats (gate_util.h's kTimed), each checked on its last timed call. What the gate files share
-// is in gate_util.h; the correctness gates are in gates.cpp.
+// number of bytes, all at 2^26 floats (gate_util.h's kTimed), each checked on its last timed call. What the gate
+// files share is in gate_util.h; the correctness gates are in gates.cpp.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstddef>
@@ -81,8 +81,8 @@ void check_saxpy_speed(Saxpy step) {
                           std::string(kStepName[int(step)]) + ", the last timed call (inputs it had not seen), " +
                               size_str(n));
   };
-  const auto cmp = labkit::compare_speed([&](int k) { copy(k); }, [&](int) { run(step, n, c.a, c.dx.data(), c.dy.data()); },
-                                         tc, opt);
+  const auto cmp = labkit::compare_speed(
+      [&](int k) { copy(k); }, [&](int) { run(step, n, c.a, c.dx.data(), c.dy.data()); }, tc, opt);
   labkit::gate::require_speedup(cmp, "cudaMemcpy D2D of the same bytes", kStepName[int(step)], 12.0 * n / 1e9, "GB");
 }
 
