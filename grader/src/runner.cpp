@@ -357,8 +357,9 @@ std::size_t resolve(LabResult& lab, const Attempt& a, const GateRunSpec& spec, s
 }
 
 // The attempt loop shared by the graded run and the sanitizer runs.
-void run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> gate_ids,
-              std::vector<Attempt>* attempts) {
+// Returns the lab time the attempts used: their progress, not the clock.
+double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> gate_ids,
+                std::vector<Attempt>* attempts) {
   std::vector<std::string> order = gate_ids;
   std::set<std::string> remaining(order.begin(), order.end());
   double waited = 0;
@@ -442,6 +443,7 @@ void run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> 
                   waited);
     add_note(lab, buf);
   }
+  return budget.progress_used;
 }
 
 }  // namespace
@@ -455,11 +457,11 @@ std::string catch2_test_arg(const std::string& gate_id) {
   return out;
 }
 
-void run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> gate_ids) {
+double run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> gate_ids) {
   if (gate_ids.empty())
     for (const auto& g : lab.gates) gate_ids.push_back(g.id);
-  if (gate_ids.empty()) return;
-  run_loop(lab, spec, gate_ids, nullptr);
+  if (gate_ids.empty()) return 0;
+  return run_loop(lab, spec, gate_ids, nullptr);
 }
 
 std::vector<detail::AttemptLog> detail::run_gates_logged(LabResult& lab, const GateRunSpec& spec,

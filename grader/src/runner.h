@@ -44,7 +44,9 @@ struct GateRunSpec {
 
 // Runs the gates of `lab` whose ids are in `gate_ids` (all graded gates when empty) and stores each outcome
 // (status, message, seconds, metrics) in lab.gates. Does not apply the rubric's points (see apply_rubric).
-void run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> gate_ids = {});
+// Returns the part of the lab's time limit the run used: the gate binary's progress over every attempt, which on a
+// busy machine is far less than lab.run_seconds (the clock).
+double run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::string> gate_ids = {});
 
 // --sanitize: runs the lab's correctness gates (and cpu gates) again under compute-sanitizer with `tool`
 // (memcheck or racecheck), one process per gate so that every report belongs to one gate, and parses
