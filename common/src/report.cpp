@@ -29,7 +29,14 @@ void detail::open(const std::string& path) {
   if (c.out) std::fclose(c.out);
   c.out = nullptr;
   if (path.empty() || path == "-") return;
-  c.out = std::fopen(path.c_str(), "a");
+  // "/dev/fd/N": the descriptor the grader handed down, used as it is. The grader's is a socket, which cannot be
+  // opened again by path (that is the point: see grader/src/runner.cpp, open_channel).
+  if (path.rfind("/dev/fd/", 0) == 0 && path.size() > 8 &&
+      path.find_first_not_of("0123456789", 8) == std::string::npos) {
+    c.out = fdopen(std::stoi(path.substr(8)), "w");
+  } else {
+    c.out = std::fopen(path.c_str(), "a");
+  }
   if (!c.out) throw std::runtime_error("cannot open the result channel " + path);
 }
 

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "labkit/random.h"
 #include "labkit/reference.h"
@@ -94,4 +96,26 @@ TEST_CASE("the result channel writes one flushed JSON object per line", "[cpu][r
   CHECK(j["gate"] == "g1");
   CHECK(j["value"] == 2.5);
   std::remove(path.c_str());
+}
+
+TEST_CASE("the result channel /dev/fd/N is the inherited socket itself: it cannot be opened again by path",
+          "[cpu][report]") {
+  int fds[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  const std::string path = "/dev/fd/" + std::to_string(fds[1]);
+  // What a submission would try: the grader's socket does not open by path (a pipe would).
+  CHECK(std::fopen(path.c_str(), "w") == nullptr);
+  labkit::report::detail::open(path);
+  labkit::report::detail::set_current_gate("g2");
+  labkit::report::metric("ratio", 1.5, "x");
+  labkit::report::detail::open("");  // closes the descriptor: the reader sees the end
+  std::string got;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  REQUIRE(got.find('\n') != std::string::npos);
+  auto j = nlohmann::json::parse(got.substr(0, got.find('\n')));
+  CHECK(j["event"] == "metric");
+  CHECK(j["gate"] == "g2");
+  CHECK(j["value"] == 1.5);
 }

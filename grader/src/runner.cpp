@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,13 +95,25 @@ std::optional<KillDetail> ran_out(const ProgressClock& clock, const ProgressMark
   return d;
 }
 
-// The result channel's pipe, its read end non-blocking; fds[1] is the write end the gate binary gets as fd 3.
+// The result channel, its read end non-blocking; fds[1] is the end the gate binary gets as fd 3.
+//
+// A Unix socket pair, not a pipe: /dev/fd/3 and /proc/self/fd/3 of a pipe can be opened again by path, so code in
+// the gate process could write forged lines with nothing but fopen() and fputs(); a socket cannot be opened by path
+// (ENXIO). What is left, writing on descriptor 3 itself, takes write(), send(), dup() or fdopen(), which the object
+// check refuses (objcheck.cpp). The gate binary uses the inherited descriptor as it is (labkit/report.h).
+// Under a launcher the gate binary must open its parent's descriptor by path (/proc/<ppid>/fd/3), which only a
+// pipe allows: those runs keep one.
 void open_channel(const GateRunSpec& spec, int fds[2]) {
-  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+  if (spec.launcher.empty()) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw std::runtime_error("socketpair failed");
+    shutdown(fds[0], SHUT_WR);  // one direction: the grader only reads
+  } else {
+    if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    // Under a dedicated uid the gate reopens the pipe by path, which checks its owner: give it the write end.
+    int uid = slot_uid(spec.process.sandbox, spec.process.slot);
+    if (uid >= 0) (void)!fchown(fds[1], uid, uid);
+  }
   fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-  // Under a dedicated uid the gate reopens /dev/fd/3, which checks the pipe's owner: give it the write end.
-  int uid = slot_uid(spec.process.sandbox, spec.process.slot);
-  if (uid >= 0) (void)!fchown(fds[1], uid, uid);
 }
 
 // How one attempt starts the gate binary: spec.process with the command line for `gates`, the console log and the

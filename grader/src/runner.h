@@ -1,7 +1,7 @@
 // Running one lab's gate binary until every graded gate has an outcome.
 //
-// The binary writes its results to an inherited pipe (fd 3, opened by the gate as /dev/fd/3): nothing in the
-// file system that a submission could overwrite, and the grader sees each event the moment it is written, so it
+// The binary writes its results to an inherited socket (fd 3, which the gate uses as it is: it cannot be opened
+// again by path, see open_channel in runner.cpp): nothing in the file system that a submission could overwrite, and the grader sees each event the moment it is written, so it
 // knows which gate is running and for how long. A gate_start without its gate_end means the process died or was
 // killed inside that gate; the binary is then started again with the gates that are left (passed to Catch2 as
 // test names), so one crash costs one gate, not the lab.

@@ -76,7 +76,7 @@ struct ProcessSpec {
   std::vector<std::pair<std::string, std::string>> env;  // the whole environment, or with inherit_env: set on top
   bool inherit_env = false;  // local grading: the student's own environment
   ResourceLimits limits;
-  int channel_fd = -1;                       // becomes fd 3 in the child (the result channel pipe)
+  int channel_fd = -1;                       // becomes fd 3 in the child (the result channel)
   fs::path output;                           // stdout and stderr go here
   int slot = -1;                             // the concurrency slot: selects the dedicated uid
   const SandboxSettings* sandbox = nullptr;  // nullptr: run directly (grading one's own tree)

@@ -133,7 +133,7 @@ struct GateOutcome {
   std::string taint_reason;
 };
 
-// Reads the JSON lines of one run of a gate binary, incrementally (bytes arrive from a pipe in any chunking).
+// Reads the JSON lines of one run of a gate binary, incrementally (bytes arrive from a socket or pipe in any chunking).
 class ChannelParser {
  public:
   void feed(std::string_view bytes);

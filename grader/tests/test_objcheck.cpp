@@ -108,7 +108,11 @@ TEST_CASE("what a student object may not use", "[objcheck]") {
                            "syscall", "setenv", "putenv", "unsetenv", "clearenv", "environ", "__environ", "fork",
                            "vfork", "execve", "execvp", "posix_spawn", "posix_spawnp", "system", "popen",
                            "cuptiActivityEnable", "cuGetProcAddress_v2", "cudaGetDriverEntryPointByVersion",
-                           "dlsym@GLIBC_2.2.5"}) {
+                           "dlsym@GLIBC_2.2.5",
+                           // Writing on descriptor 3 (the result channel) without opening it.
+                           "write", "__write", "writev", "pwrite64", "send", "sendmsg", "sendfile64", "splice",
+                           "dprintf", "__dprintf_chk", "fdopen", "_IO_fdopen", "dup", "dup2", "dup3", "fcntl",
+                           "fcntl64", "aio_write", "write@GLIBC_2.2.5"}) {
     INFO(name);
     auto f = check_one(name, 'U');
     REQUIRE(f.size() == 1);
@@ -118,8 +122,12 @@ TEST_CASE("what a student object may not use", "[objcheck]") {
   CHECK(refused("_ZN6labkit6detail9gate_infoEv", 'U'));
   CHECK(refused("_ZN6labkit4gate4seedESt17basic_string_viewIcSt11char_traitsIcEE", 'U'));
   CHECK(refused("_ZN5Catch7Session3runEv", 'U'));
+  CHECK(refused("_ZN9__gnu_cxx13stdio_filebufIcSt11char_traitsIcEEC1EiSt13_Ios_Openmodem", 'U'));
   // What every step uses.
   for (const char* name : {"memcpy", "malloc", "cudaMalloc", "cudaLaunchKernel", "cublasSgemm_v2", "getenv",
+                           // Printing to the console log, and the files a step may open by name.
+                           "printf", "puts", "fprintf", "fwrite", "fflush", "__printf_chk", "fopen", "fclose",
+                           "_ZNSolsEi", "_ZStlsISt11char_traitsIcEERSt13basic_ostreamIcT_ES5_PKc",
                            "_ZN6labkit14NotImplementedC1ERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"}) {
     INFO(name);
     CHECK(check_one(name, 'U').empty());
@@ -182,10 +190,12 @@ TEST_CASE("an object compiled here: nm and objdump as the grader runs them", "[o
   auto bad = compile("bad", R"(
     #include <cstdlib>
     #include <ctime>
+    #include <unistd.h>
     extern "C" int clock_gettime(clockid_t, struct timespec* ts) { ts->tv_sec = 0; ts->tv_nsec = 0; return 0; }
     namespace { const int force = setenv("LABKIT_SANITIZER", "1", 1); }
     namespace lab42 {
     long pid() { long r = 39; asm volatile("syscall" : "+a"(r) : : "rcx", "r11", "memory"); return r + force; }
+    long forge() { return write(3, "{}\n", 3); }
     }  // namespace lab42
   )");
   std::string all;
@@ -194,4 +204,5 @@ TEST_CASE("an object compiled here: nm and objdump as the grader runs them", "[o
   CHECK_THAT(all, ContainsSubstring("clock_gettime: defines the C symbol"));
   CHECK_THAT(all, ContainsSubstring("setenv: uses `setenv`"));
   CHECK_THAT(all, ContainsSubstring("lab42::pid(): contains a raw `syscall`"));
+  CHECK_THAT(all, ContainsSubstring("write: uses `write`"));
 }

@@ -1,5 +1,5 @@
 // The structured result channel. Gate binaries write one JSON object per line (JSON Lines) to the file given
-// by --labkit-results (the grader passes a pipe or a file of its own); nothing is ever parsed from console text.
+// by --labkit-results (the grader passes a socket, a pipe or a file of its own); nothing is ever parsed from console text.
 //
 //   {"event":"run_start","lab":"01","seed":123,"device":"NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)","rubric":"..."}
 //   {"event":"gate_start","gate":"step3.correct"}
