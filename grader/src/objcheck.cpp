@@ -95,6 +95,10 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use, "__libc_fcntl64", "glibc's fcntl: changes or copies a raw descriptor"},
     {SymbolRule::forbid_use, "pidfd_getfd", "copies another process's descriptor"},
     {SymbolRule::forbid_use_scope, "__gnu_cxx::stdio_filebuf", "a C++ stream on a raw descriptor"},
+    // The run's key waits in the channel until labkit reads it (labkit/channel_auth.h). read() takes it away,
+    // which leaves every line of the run unsigned; recv() with MSG_PEEK would copy it and leave it there.
+    {SymbolRule::forbid_use, "recv*", "receives from a socket (MSG_PEEK would copy the result channel's key)"},
+    {SymbolRule::forbid_use, "__recv*", "glibc's recv: receives from a socket"},
     // Other processes: a second process escapes the gate's time limits and could outlive it.
     {SymbolRule::forbid_use, "fork", "starts another process"},
     {SymbolRule::forbid_use, "vfork", "starts another process"},

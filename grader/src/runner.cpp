@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -103,10 +104,21 @@ std::optional<KillDetail> ran_out(const ProgressClock& clock, const ProgressMark
 // check refuses (objcheck.cpp). The gate binary uses the inherited descriptor as it is (labkit/report.h).
 // Under a launcher the gate binary must open its parent's descriptor by path (/proc/<ppid>/fd/3), which only a
 // pipe allows: those runs keep one.
-void open_channel(const GateRunSpec& spec, int fds[2]) {
+std::optional<labkit::report::auth::Key> open_channel(const GateRunSpec& spec, int fds[2]) {
+  std::optional<labkit::report::auth::Key> key;
   if (spec.launcher.empty()) {
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw std::runtime_error("socketpair failed");
-    shutdown(fds[0], SHUT_WR);  // one direction: the grader only reads
+    if (spec.signed_channel) {
+      // The run's key waits in the socket for labkit to read when it opens the channel, before any gate.
+      key.emplace();
+      if (getrandom(key->data(), key->size(), 0) != static_cast<ssize_t>(key->size()) ||
+          ::write(fds[0], key->data(), key->size()) != static_cast<ssize_t>(key->size())) {
+        ::close(fds[0]);
+        ::close(fds[1]);
+        throw std::runtime_error("cannot hand the result channel its key");
+      }
+    }
+    shutdown(fds[0], SHUT_WR);  // from here on one direction: the grader only reads
   } else {
     if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
     // Under a dedicated uid the gate reopens the pipe by path, which checks its owner: give it the write end.
@@ -114,6 +126,7 @@ void open_channel(const GateRunSpec& spec, int fds[2]) {
     if (uid >= 0) (void)!fchown(fds[1], uid, uid);
   }
   fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  return key;
 }
 
 // How one attempt starts the gate binary: spec.process with the command line for `gates`, the console log and the
@@ -232,7 +245,7 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
                     const LabBudget& lab_budget) {
   Attempt a;
   int fds[2];
-  open_channel(spec, fds);
+  if (auto key = open_channel(spec, fds)) a.parser.require_key(*key);
   a.log = spec.log_dir / (spec.log_tag + std::to_string(number) + ".log");
   const ProcessSpec ps = attempt_process(spec, gates, a.log, fds[1]);
   AttemptWatch w(spec, a, fds[0]);
@@ -412,6 +425,7 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
     Kill killed = a.killed;
     KillDetail detail = a.detail;
     bool run_ended = a.parser.run_ended(), run_started = a.parser.run_started();
+    const std::size_t unsigned_lines = a.parser.unsigned_lines();
     ExitInfo exit = a.exit;
     fs::path log = a.log;
     std::string open_gate = a.parser.open_gate();
@@ -435,7 +449,13 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
     }
     if (resolved == 0) {
       std::string why = killed != Kill::none ? kill_text(killed, detail, spec) : exit.describe();
-      if (!run_started)
+      if (!run_started && unsigned_lines > 0)
+        set_rest(killed != Kill::none ? Status::timeout : Status::crashed,
+                 "the gate binary stopped before running any gate (" + why + "): none of the " +
+                     std::to_string(unsigned_lines) +
+                     " lines on the result channel carried the run's key, which code at start-up (a global "
+                     "constructor reading descriptor 3?) must have taken" + output_tail(log));
+      else if (!run_started)
         set_rest(killed != Kill::none ? Status::timeout : Status::crashed,
                  "the gate binary stopped before running any gate (" + why +
                      "): code that runs at start-up (a global constructor?) or a broken binary" + output_tail(log));

@@ -34,6 +34,10 @@ struct GateRunSpec {
   // channel descriptor on, so the gate binary is told to open its parent's (the launcher's): "@parent:3".
   std::vector<std::string> launcher;
   std::string log_tag = "run";      // "run", "memcheck", "racecheck"
+  // The grader hands the gate binary a fresh key in the channel and takes only lines signed with it
+  // (labkit/channel_auth.h). Off only for the grader's own tests, whose stand-in gate binaries are shell scripts;
+  // under a launcher the channel is a pipe that carries no key, and lines are taken unsigned.
+  bool signed_channel = true;
   // The default memory and race checks after the graded run (check_with_sanitizers): on unless the instructor
   // or student turns them off (--no-sanitizer-checks); the rubric's sanitizer_time_limit_s per tool.
   bool sanitizer_checks = true;

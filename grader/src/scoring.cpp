@@ -326,6 +326,17 @@ void ChannelParser::anomaly(const std::string& what) {
 
 void ChannelParser::line(std::string_view l) {
   if (l.empty()) return;
+  std::string object;
+  if (key_) {
+    if (!labkit::report::auth::verify(*key_, next_seq_, l, &object)) {
+      ++unsigned_lines_;
+      anomaly("a line on the result channel that the gate binary did not write (its tag does not match the run's "
+              "key: written by the submission's code, or the key was taken from the channel at start-up)");
+      return;
+    }
+    ++next_seq_;
+    l = object;
+  }
   auto j = nlohmann::json::parse(l, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("event") || !j["event"].is_string()) {
     anomaly("a line on the result channel that is not a result event");

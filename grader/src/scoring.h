@@ -15,6 +15,8 @@
 
 #include "labkit/rubric.h"
 
+#include "labkit/channel_auth.h"
+
 namespace labgrade {
 
 enum class Status {
@@ -136,6 +138,10 @@ struct GateOutcome {
 // Reads the JSON lines of one run of a gate binary, incrementally (bytes arrive from a socket or pipe in any chunking).
 class ChannelParser {
  public:
+  // From now on only lines signed with `key` in order count (labkit/channel_auth.h); any other line is out of
+  // protocol. Without a key (a launcher's pipe, the grader's scripted stand-ins) lines are taken as they are.
+  void require_key(const labkit::report::auth::Key& key) { key_ = key; }
+  std::size_t unsigned_lines() const { return unsigned_lines_; }  // lines refused for their tag
   void feed(std::string_view bytes);
   void finish();  // the writer is gone: a trailing partial line is dropped
 
@@ -172,6 +178,9 @@ class ChannelParser {
   std::optional<std::uint64_t> seed_;
   std::size_t gate_events_ = 0;
   std::size_t bytes_ = 0;
+  std::optional<labkit::report::auth::Key> key_;
+  std::uint64_t next_seq_ = 0;  // the number the next signed line must carry
+  std::size_t unsigned_lines_ = 0;
 };
 
 }  // namespace labgrade

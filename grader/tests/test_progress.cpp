@@ -84,6 +84,7 @@ struct Run {
     std::ofstream(script) << kScript;
     fs::permissions(script, fs::perms::owner_all);
     spec.exe = script;
+    spec.signed_channel = false;  // a shell script does not sign its lines
     spec.rubric = dir.path / "rubric.toml";
     spec.log_dir = dir.path / "logs";
     fs::create_directories(spec.log_dir);

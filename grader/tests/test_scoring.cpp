@@ -94,6 +94,37 @@ TEST_CASE("the channel parser ignores lines before run_start and taints out-of-p
   CHECK(r.ended().at("a").status == Status::failed);
 }
 
+TEST_CASE("with the run's key, only lines the gate binary signed count; forged and replayed lines taint", "[channel]") {
+  labkit::report::auth::Key key{};
+  key[0] = 42;
+  std::uint64_t seq = 0;
+  auto gate = [&](const std::string& obj) { return labkit::report::auth::sign(key, seq++, obj) + "\n"; };
+  ChannelParser p;
+  p.require_key(key);
+  p.feed(gate(R"({"event":"run_start","lab":"98","seed":1,"device":"none","rubric":"r"})"));
+  p.feed(gate(R"({"event":"gate_start","gate":"a"})"));
+  const std::string ok = gate(R"({"event":"gate_end","gate":"a","status":"passed","message":"","seconds":0})");
+  p.feed(ok);
+  p.feed(gate(R"({"event":"gate_start","gate":"b"})"));
+  // The submission's code, during gate b: an unsigned end of b, the rest of the run, and a signed line replayed.
+  p.feed(R"({"event":"gate_end","gate":"b","status":"passed","message":"","seconds":0})" "\n");
+  p.feed(R"({"event":"run_end","passed":2,"failed":0,"skipped":0})" "\n");
+  p.feed(ok);
+  CHECK(p.open_gate() == "b");
+  CHECK_FALSE(p.run_ended());
+  CHECK_THAT(p.open_taint(), ContainsSubstring("did not write"));
+  CHECK(p.anomalies().size() == 3);
+  // The gate binary's own lines still count, in their order.
+  p.feed(gate(R"({"event":"gate_end","gate":"b","status":"failed","message":"wrong","seconds":0})"));
+  p.feed(gate(R"({"event":"run_end","passed":1,"failed":1,"skipped":0})"));
+  CHECK(p.run_ended());
+  REQUIRE(p.ended().count("b"));
+  CHECK(p.ended().at("b").status == Status::failed);
+  CHECK(p.ended().at("b").tainted);
+  CHECK(p.ended().at("a").status == Status::passed);
+  CHECK_FALSE(p.ended().at("a").tainted);
+}
+
 TEST_CASE("make_lab_result keeps hidden gates only for the instructor's tree", "[rubric]") {
   auto rubric = labkit::parse_rubric(kRubric, "test.toml");
   CHECK(make_lab_result(rubric, "98_x", true).gates.size() == 3);
