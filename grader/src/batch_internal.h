@@ -54,6 +54,7 @@ class Batch {
   // batch_setup.cpp: setup() runs these in this order.
   void setup();
   void lock_out_folder();
+  void end_stragglers();
   BuildOptions find_root_and_gpus();
   void load_labs();
   void build_gate_objects(const BuildOptions& bo);

@@ -5,6 +5,7 @@
 #include "batch_internal.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,6 +51,32 @@ void Batch::lock_out_folder() {
   lock_fd_ = ::open((opts_.out / ".labgrade.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd_ < 0 || flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
     throw UserError("another labgrade batch is writing " + opts_.out.string());
+  end_stragglers();
+}
+
+// A batch that was killed (SIGKILL, a lost node) cannot end what it had started. bubblewrap drops its capabilities,
+// which clears the parent-death signal the grader gave it, so its sandboxes outlive the grader, with whatever ran
+// inside: a gate binary still timing kernels on a GPU the resumed batch is about to time on. With the folder's lock
+// held, every process that names this folder's scratch space belongs to a dead batch: end them before grading.
+void Batch::end_stragglers() {
+  const std::string scratch = (opts_.out / ".work" / "").string();
+  int ended = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid == getpid()) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);  // a /proc file: its size reads as 0, so stream it
+    std::string cmdline(64 << 10, '\0');
+    in.read(cmdline.data(), static_cast<std::streamsize>(cmdline.size()));
+    cmdline.resize(static_cast<std::size_t>(in.gcount()));
+    if (cmdline.find(scratch) == std::string::npos) continue;
+    if (::kill(pid, SIGKILL) == 0) ++ended;
+  }
+  if (ended > 0)
+    std::cerr << "labgrade: ended " << ended << " process(es) left running in " << scratch
+              << " by an earlier batch that was stopped\n";
 }
 
 // The repository root and the GPUs (--gpus, or every one CUDA sees).
