@@ -81,6 +81,7 @@ class Batch {
   int jobs_ = 1, workers_ = 1;
   std::vector<std::string> students_, pending_;
   int lock_fd_ = -1;
+  int file_jobs_ = 1;  // compiles of one lab's files at once (run() sets it)
   std::string nm_, objdump_;
 
   std::mutex mu_;

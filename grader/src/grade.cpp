@@ -8,6 +8,7 @@
 #include <map>
 
 #include "devices.h"
+#include "progress.h"
 #include "stepbuild.h"
 #include "writers.h"
 
@@ -153,6 +154,7 @@ fs::path build_student_tree(LabResult& lab, const Recipe& recipe, const Build& b
   spec.process.inherit_env = true;
   spec.process.cwd = work;
   spec.path_rewrites = {{(build.root / "").string(), ""}};
+  spec.jobs = usable_cpus();
   std::cerr << "labgrade: compiling lab " << recipe.lab << "'s " << recipe.student_sources.size() << " student file(s)\n";
   LabBuild built = build_lab(recipe, spec);
   apply_build(lab, built);

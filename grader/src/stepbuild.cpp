@@ -1,9 +1,12 @@
 #include "stepbuild.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <regex>
 #include <set>
+#include <thread>
 
 namespace labgrade {
 
@@ -113,6 +116,36 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
     b.lab_problem = "not submitted: none of the lab's student files is there";
     return b;
   }
+  // The compiles first, up to spec.jobs at once; what each outcome means is decided below, file by file in order,
+  // as if they had run one after the other.
+  std::vector<Tool> compiled(n);
+  std::vector<fs::path> objects(n);
+  {
+    std::vector<std::size_t> todo;
+    for (std::size_t k = 0; k < n; ++k)
+      if (spec.present.at(k)) todo.push_back(k);
+    const std::size_t jobs =
+        std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(std::max(1, spec.jobs)), todo.size()));
+    LabBuildSpec one = spec;
+    if (jobs > 1) one.process.sweep_uid = false;  // a sweep would end the other compiles of the slot
+    std::atomic<std::size_t> next{0};
+    auto worker = [&] {
+      for (std::size_t i; (i = next++) < todo.size();) {
+        const std::size_t k = todo[i];
+        objects[k] = spec.obj_dir / (replace_all(r.student_sources[k], "/", "_") + ".o");
+        auto argv = r.compile_argv(k, spec.src_dir / r.student_sources[k], objects[k]);
+        argv.insert(argv.begin() + 1, spec.extra_compile_flags.begin(), spec.extra_compile_flags.end());
+        compiled[k] = run_tool(one, argv, spec.log_dir / (spec.log_prefix + ".compile" + std::to_string(k + 1) + ".log"));
+      }
+    };
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (std::size_t j = 1; j < jobs; ++j) threads.emplace_back(worker);
+    worker();
+    for (auto& t : threads) t.join();
+    if (jobs > 1) sweep_uid(spec.process.sandbox, spec.process.slot);
+    b.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   for (std::size_t k = 0; k < n; ++k) {
     StepFile f;
     f.source = r.student_sources[k];
@@ -129,11 +162,8 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
       b.files.push_back(f);
       continue;
     }
-    f.object = spec.obj_dir / (replace_all(f.source, "/", "_") + ".o");
-    auto argv = r.compile_argv(k, spec.src_dir / f.source, f.object);
-    argv.insert(argv.begin() + 1, spec.extra_compile_flags.begin(), spec.extra_compile_flags.end());
-    auto t = run_tool(spec, argv, spec.log_dir / (spec.log_prefix + ".compile" + std::to_string(k + 1) + ".log"));
-    b.seconds += t.seconds;
+    f.object = objects[k];
+    const Tool& t = compiled[k];
     if (!t.ok) {
       f.message = t.message.empty() ? shown + " does not compile:\n" + summarize_build_errors(t.output, spec.path_rewrites)
                                     : "compiling " + shown + " " + t.message;

@@ -47,6 +47,9 @@ struct LabBuildSpec {
   std::string log_prefix;
   ProcessSpec process;         // how compilers run (sandbox, uid slot, environment, limits); argv/output set here
   double timeout_s = 300;      // each compile, and each link
+  // How many of the lab's files compile at once (each in its own process, in the same uid slot; the slot is swept
+  // once they have all ended). The results and messages do not depend on it.
+  int jobs = 1;
   std::vector<std::string> extra_compile_flags;  // grader-only flags (batch: NVTX off for the object check)
   std::vector<std::pair<std::string, std::string>> path_rewrites;  // for the messages students read
   // Called for each student object that compiled: "" or a refusal (the whole lab is then `refused`).

@@ -2,6 +2,7 @@
 // object in place of a step that does not compile, does not link or is missing, and attributes the gates; the
 // rubric as CMake reads it; run_command's time limit.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <chrono>
 #include <fstream>
@@ -118,8 +119,10 @@ struct Built {
   LabBuild build;
   LabResult lab;
 };
-Built build_fake(const fs::path& dir, const std::map<std::string, std::string>& files, const Recipe& r) {
+Built build_fake(const fs::path& dir, const std::map<std::string, std::string>& files, const Recipe& r,
+                 int jobs = 1) {
   LabBuildSpec spec;
+  spec.jobs = jobs;
   fs::create_directories(dir / "src");
   for (const auto& s : r.student_sources) {
     auto it = files.find(s);
@@ -158,12 +161,15 @@ TEST_CASE("a step that does not compile or link or is missing costs that step on
   std::map<std::string, std::string> good;
   for (const auto& s : r.student_sources) good[s] = read_file(sol / s);
   test::TempDir dir("stepbuild");
+  // One file after the other, or side by side: the same outcome file by file.
+  const int jobs = GENERATE(1, 3);
+  INFO("compile jobs: " << jobs);
 
   SECTION("step 2 does not compile, step 1 is missing") {
     auto files = good;
     files.erase("step1_scale.cu");
     files["step2_clamp.cu"] = "#include \"fake.h\"\nnamespace lab99 { int clamp(int x, int, int) { return x } }\n";
-    auto b = build_fake(dir.path, files, r);
+    auto b = build_fake(dir.path, files, r, jobs);
     INFO(b.build.lab_problem);
     REQUIRE(b.build.lab_problem.empty());
     CHECK(fs::exists(b.build.exe));
@@ -181,7 +187,7 @@ TEST_CASE("a step that does not compile or link or is missing costs that step on
   SECTION("step 2 compiles but lacks the function the gates call: the link failure is step 2's") {
     auto files = good;
     files["step2_clamp.cu"] = "#include \"fake.h\"\nnamespace lab99 { int clamp2(int x, int, int) { return x; } }\n";
-    auto b = build_fake(dir.path, files, r);
+    auto b = build_fake(dir.path, files, r, jobs);
     INFO(b.build.lab_problem);
     REQUIRE(b.build.lab_problem.empty());
     CHECK(b.build.files[2].state == StepFile::State::failed);
@@ -192,13 +198,13 @@ TEST_CASE("a step that does not compile or link or is missing costs that step on
   SECTION("a file of the whole lab that does not compile fails the lab") {
     auto files = good;
     files["fake.cu"] = "this is not C++\n";
-    auto b = build_fake(dir.path, files, r);
+    auto b = build_fake(dir.path, files, r, jobs);
     CHECK_THAT(b.build.lab_problem, ContainsSubstring("student/fake.cu does not compile"));
     CHECK(status_of(b.lab, "cpu.add") == "build_failed");
     CHECK(status_of(b.lab, "step2.clamp") == "build_failed");
   }
   SECTION("nothing submitted") {
-    auto b = build_fake(dir.path, {}, r);
+    auto b = build_fake(dir.path, {}, r, jobs);
     CHECK(b.build.lab_status == Status::not_submitted);
     CHECK(status_of(b.lab, "cpu.add") == "not_submitted");
   }
