@@ -281,14 +281,27 @@ void Batch::finish(Submission& s) {
   ++done_;
   if (!ok) ++errors_;
   if (ok && !s.result.all_passed()) ++not_full_;
+  compile_sum_ += s.result.compile_seconds;
+  run_sum_ += s.result.run_seconds;
   double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-  double eta = elapsed / static_cast<double>(done_) * static_cast<double>(pending_.size() - done_);
+  const double n = static_cast<double>(done_);
+  double eta = batch_eta(pending_.size() - done_, compile_sum_ / n, run_sum_ / n, jobs_, workers_);
   std::string score = ok ? format_points(s.result.score()) + "/" + format_points(s.result.max_score()) : "GRADER ERROR";
   std::cerr << "[" << done_ << "/" << pending_.size() << "] " << s.student << ": " << score << " (compile "
             << format_seconds(s.result.compile_seconds) << ", run " << format_seconds(s.result.run_seconds)
             << ") | not full marks: " << not_full_ << ", grader errors: " << errors_ << " | elapsed "
             << format_seconds(elapsed) << ", ETA " << format_seconds(eta) << "\n";
   if (!ok) std::cerr << "  grader error: " << s.result.error << "\n";
+}
+
+double detail::batch_eta(std::size_t remaining, double mean_compile_s, double mean_run_s, int jobs, int workers) {
+  if (remaining == 0) return 0;
+  const double r = static_cast<double>(remaining);
+  const double j = std::min(r, static_cast<double>(std::max(1, jobs)));
+  const double w = std::min(r, static_cast<double>(std::max(1, workers)));
+  const double compile_bound = r * mean_compile_s / j + mean_run_s;  // runs wait for compiles
+  const double run_bound = r * mean_run_s / w;                        // compiles are ahead: runs set the pace
+  return std::max(compile_bound, run_bound);
 }
 
 int merge_main(const fs::path& out, const std::vector<fs::path>& parts, const fs::path& submissions) {
