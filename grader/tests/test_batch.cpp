@@ -99,8 +99,8 @@ std::vector<fs::path> find_named(const fs::path& root, const std::string& name) 
   return out;
 }
 
-// Processes whose command line contains `path` (a batch's scratch folder) and `also`.
-int processes_naming(const std::string& path, const std::string& also = "") {
+// Processes whose command line contains `path` (a batch's scratch folder) and `also`, and `more`.
+int processes_naming(const std::string& path, const std::string& also = "", const std::string& more = "") {
   int n = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
@@ -108,7 +108,8 @@ int processes_naming(const std::string& path, const std::string& also = "") {
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream in(e.path() / "cmdline", std::ios::binary);
     std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    n += cmd.find(path) != std::string::npos && cmd.find(also) != std::string::npos;
+    n += cmd.find(path) != std::string::npos && cmd.find(also) != std::string::npos &&
+         cmd.find(more) != std::string::npos;
   }
   return n;
 }
@@ -318,7 +319,8 @@ TEST_CASE("a killed batch resumes without losing or repeating a student", "[batc
     Process first(ps);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
     const std::string scratch = (fs::weakly_canonical(out) / ".work" / "").string();
-    while (!(count_done() >= 1 && processes_naming(scratch, "host_hang/build/bin/")) && !first.poll() &&
+    while (!(count_done() >= 1 && processes_naming(scratch, "host_hang/build/bin/", "--labkit-results")) &&
+           !first.poll() &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     first.kill_all();
@@ -327,7 +329,18 @@ TEST_CASE("a killed batch resumes without losing or repeating a student", "[batc
   INFO(read_file(dir.path / "first.log"));
   // What the killed batch left running: its sandboxes outlive it (bubblewrap drops the parent-death signal).
   const std::string scratch = (fs::canonical(out) / ".work" / "").string();
-  CHECK(processes_naming(scratch) > 0);
+  // The kill above leaves real sandboxes behind when it lands in host_hang's gate run (nearly always); a stand-in
+  // makes sure there is one: a process of its own session whose command line names the scratch folder.
+  const pid_t stand_in = fork();
+  if (stand_in == 0) {
+    setsid();
+    const std::string name = scratch + "stand-in";
+    execl("/bin/sleep", name.c_str(), "600", static_cast<char*>(nullptr));  // argv[0] names the folder
+    _exit(127);
+  }
+  for (int i = 0; i < 100 && processes_naming(scratch, "stand-in") == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(processes_naming(scratch, "stand-in") == 1);
   for (const auto& e : fs::directory_iterator(out))
     if (fs::exists(e.path() / "result.json"))
       done_first[e.path().filename().string()] = fs::last_write_time(e.path() / "result.json");
@@ -342,6 +355,8 @@ TEST_CASE("a killed batch resumes without losing or repeating a student", "[batc
   CHECK(count_done() == total);
   CHECK(processes_naming(scratch) == 0);  // the resumed batch ended what the killed one had left running
   CHECK_THAT(r.output, ContainsSubstring("left running"));
+  kill(stand_in, SIGKILL);  // (already ended when the check above passed)
+  waitpid(stand_in, nullptr, 0);
   for (const auto& [student, mtime] : done_first) {
     INFO(student);
     CHECK(fs::last_write_time(out / student / "result.json") == mtime);  // not graded twice
