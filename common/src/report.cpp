@@ -35,11 +35,11 @@ void detail::open(const std::string& path) {
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.out) std::fclose(c.out);
   c.out = nullptr;
+  c.key.reset();
+  c.seq = 0;
   if (path.empty() || path == "-") return;
   // "/dev/fd/N": the descriptor the grader handed down, used as it is. The grader's is a socket, which cannot be
   // opened again by path (that is the point: see grader/src/runner.cpp, open_channel).
-  c.key.reset();
-  c.seq = 0;
   if (path.rfind("/dev/fd/", 0) == 0 && path.size() > 8 &&
       path.find_first_not_of("0123456789", 8) == std::string::npos) {
     const int fd = std::stoi(path.substr(8));

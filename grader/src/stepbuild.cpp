@@ -26,16 +26,16 @@ struct Tool {
   double seconds = 0;
 };
 
-Tool run_tool(const LabBuildSpec& spec, std::vector<std::string> argv, const fs::path& log) {
-  ProcessSpec ps = spec.process;
+// `ps` is how the tool runs (LabBuildSpec::process, perhaps with the sweep off); argv and output are set here.
+Tool run_tool(ProcessSpec ps, double timeout_s, std::vector<std::string> argv, const fs::path& log) {
   ps.argv = std::move(argv);
   ps.output = log;
-  auto c = run_limited(ps, spec.timeout_s);
+  auto c = run_limited(ps, timeout_s);
   Tool t;
   t.seconds = c.seconds;
   t.output = read_file_limited(log, 1 << 20, false);
   t.ok = !c.timed_out && c.exit.exited && c.exit.code == 0;
-  if (c.timed_out) t.message = "took longer than " + format_seconds(spec.timeout_s);
+  if (c.timed_out) t.message = "took longer than " + format_seconds(timeout_s);
   else if (!c.exit.exited) t.message = c.exit.describe();
   return t;
 }
@@ -126,8 +126,8 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
       if (spec.present.at(k)) todo.push_back(k);
     const std::size_t jobs =
         std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(std::max(1, spec.jobs)), todo.size()));
-    LabBuildSpec one = spec;
-    if (jobs > 1) one.process.sweep_uid = false;  // a sweep would end the other compiles of the slot
+    ProcessSpec compiler = spec.process;
+    if (jobs > 1) compiler.sweep_uid = false;  // a sweep would end the other compiles of the slot
     std::atomic<std::size_t> next{0};
     auto worker = [&] {
       for (std::size_t i; (i = next++) < todo.size();) {
@@ -135,7 +135,8 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
         objects[k] = spec.obj_dir / (replace_all(r.student_sources[k], "/", "_") + ".o");
         auto argv = r.compile_argv(k, spec.src_dir / r.student_sources[k], objects[k]);
         argv.insert(argv.begin() + 1, spec.extra_compile_flags.begin(), spec.extra_compile_flags.end());
-        compiled[k] = run_tool(one, argv, spec.log_dir / (spec.log_prefix + ".compile" + std::to_string(k + 1) + ".log"));
+        compiled[k] = run_tool(compiler, spec.timeout_s, argv,
+                               spec.log_dir / (spec.log_prefix + ".compile" + std::to_string(k + 1) + ".log"));
       }
     };
     const auto start = std::chrono::steady_clock::now();
@@ -187,7 +188,8 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
   // Link; a failure on functions that the skeleton of some compiled step defines is that step's (its file
   // compiled but misses a function the gates call): the skeleton stands in for it and the lab is linked again.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto t = run_tool(spec, link_argv(r, b, spec.exe), spec.log_dir / (spec.log_prefix + ".link.log"));
+    auto t = run_tool(spec.process, spec.timeout_s, link_argv(r, b, spec.exe),
+                      spec.log_dir / (spec.log_prefix + ".link.log"));
     b.seconds += t.seconds;
     if (t.ok) {
       b.exe = spec.exe;
