@@ -35,6 +35,7 @@ struct BatchOptions {
   int max_processes = 0;         // processes + threads of one submission (0: 256, or 4 per core + 64 if more)
   bool keep_scratch = false;
   bool no_hidden = false;
+  int lab_jobs = 0;  // labs of one student run at once on its GPU (labpool.h); 0: default_lab_jobs
 };
 
 int batch_main(const BatchOptions& opts);

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "batch.h"
+#include "labpool.h"
 #include "objcheck.h"
 #include "recipe.h"
 #include "sandbox.h"
@@ -85,7 +88,10 @@ class Batch {
   std::vector<LabPlan> labs_;
   SandboxSettings sandbox_;
   std::vector<std::string> gpus_;
+  double gpu_gib_ = 0;  // the smallest GPU's memory (0: unknown), for default_lab_jobs
   int jobs_ = 1, workers_ = 1;
+  int lab_jobs_ = 1;  // labs of one student run at once (labpool.h)
+  std::map<std::string, std::unique_ptr<GpuTurns>> turns_;  // per GPU (run() fills it): the speed gates' turns
   std::vector<std::string> students_, pending_;
   int lock_fd_ = -1;
   int file_jobs_ = 1;  // compiles of one lab's files at once (run() sets it)

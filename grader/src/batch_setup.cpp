@@ -88,12 +88,13 @@ BuildOptions Batch::find_root_and_gpus() {
     if (!root) throw UserError("run labgrade batch inside the lab workbook (the grader's own tree)");
     bo.root = *root;
   }
+  CudaInfo cuda = query_cuda();
+  for (const auto& g : cuda.gpus) gpu_gib_ = gpu_gib_ > 0 ? std::min(gpu_gib_, g.memory_gib) : g.memory_gib;
   if (!opts_.gpus.empty()) {
     for (auto& g : split(opts_.gpus, ','))
       if (!trim(g).empty()) gpus_.push_back(trim(g));
     bo.have_gpu = true;
   } else {
-    CudaInfo cuda = query_cuda();
     // CUDA numbers the GPUs it sees from 0. When this process was itself limited to some GPUs (Slurm, a user's
     // CUDA_VISIBLE_DEVICES=2,3), index i is the i-th entry of that list, and that entry is what each worker
     // must be given: "0" would name the machine's first GPU again.
@@ -262,6 +263,9 @@ void Batch::plan_slots() {
   jobs_ = opts_.jobs > 0 ? opts_.jobs : std::max(1u, std::thread::hardware_concurrency());
   workers_ = opts_.workers > 0 ? opts_.workers : std::max<int>(1, static_cast<int>(gpus_.size()));
   reserve_uid_block(sandbox_, jobs_ + workers_);
+  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  lab_jobs_ = opts_.lab_jobs > 0 ? opts_.lab_jobs
+                                 : default_lab_jobs(gpus_.empty() ? 0 : gpu_gib_, cpus / workers_, labs_.size());
   if (!gpus_.empty() && workers_ > static_cast<int>(gpus_.size()))
     std::cerr << "labgrade: warning: " << workers_ << " workers share " << gpus_.size()
               << " GPU(s): speed gates will time each other\n";

@@ -134,6 +134,10 @@ void add_grade_options(CLI::App& app, CliOptions& o) {
   app.add_flag("--sanitize-strict", grade.sanitize_strict, "sanitizer findings fail the gate (implies --sanitize)");
   app.add_option("--gate-timeout", grade.gate_timeout, "seconds per gate, overriding the rubrics' gate_time_limit_s");
   app.add_flag("--no-hidden", grade.no_hidden, "leave hidden gates out (what a student release grades)");
+  app.add_option("--lab-jobs", grade.lab_jobs,
+                 "labs of one submission run at once on its GPU; their speed gates still take turns with the GPU to "
+                 "themselves (default: one per 16 GiB of GPU memory, at most half the CPUs; 1 without a GPU)")
+      ->check(CLI::Range(1, 64));
 }
 
 // `labgrade batch SUBMISSIONS --out DIR ...` and its options.
@@ -232,6 +236,7 @@ int run_batch(CliOptions& o) {
   batch.no_sanitizer_checks = grade.no_sanitizer_checks;
   batch.gate_timeout = grade.gate_timeout;
   batch.no_hidden = grade.no_hidden;
+  batch.lab_jobs = grade.lab_jobs;
   if (batch.labs.empty()) batch.labs = grade.labs;
   return batch_main(batch);
 }

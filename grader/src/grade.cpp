@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 
 #include "devices.h"
 #include "progress.h"
@@ -25,70 +26,110 @@ void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double g
   spec.sanitizer_time_limit_s = rubric.sanitizer_time_limit_s;
 }
 
-void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict) {
+void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict, GpuTurns* turns) {
   // Gates that already have an outcome (their step did not compile, or was not submitted: apply_build) are not run.
-  std::vector<std::string> visible, hidden;
+  // The rest run in up to four processes, in this order: the visible untimed gates, the visible speed gates, then
+  // the same two of the hidden gates. Hidden gates come last so that nothing the student's code saw in one (its
+  // inputs) can reach a visible gate's message or console tail, which students read. A speed gate's process takes
+  // the GPU's exclusive turn; the untimed ones and the checks share the GPU with other labs' untimed work.
+  std::vector<std::string> ids[2][2];  // [hidden][speed]
   for (const auto& g : lab.gates)
-    if (g.status == Status::missing) (g.hidden ? hidden : visible).push_back(g.id);
-  if (hidden.empty()) {
-    if (!visible.empty()) run_gates(lab, spec, visible);
-  } else {
-    // Hidden gates run in a process of their own, after the visible ones: nothing the student's code saw in a
-    // hidden gate (its inputs) can reach a visible gate's message or console tail, which students read.
-    const double used = visible.empty() ? 0.0 : run_gates(lab, spec, visible);
-    GateRunSpec h = spec;
-    h.log_tag = spec.log_tag + "-hidden";
-    // One lab time limit for both, counted as the limits count: by progress. The clock (lab.run_seconds) would
-    // leave the hidden gates nothing after a visible run that waited long for a busy machine's CPUs.
-    h.time_limit_s = std::max(1e-3, spec.time_limit_s - used);
-    const std::size_t notes_before = lab.notes.size();
-    run_gates(lab, h, hidden);
-    for (std::size_t i = notes_before; i < lab.notes.size(); ++i) lab.notes[i] = kHiddenRunNote + lab.notes[i];
-  }
-  if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
-    run_sanitizer(lab, spec, "memcheck", strict);
-    run_sanitizer(lab, spec, "racecheck", strict);
-  } else {
-    check_with_sanitizers(lab, spec);  // the default: a memory error or race on the small shapes fails its gate
+    if (g.status == Status::missing) ids[g.hidden ? 1 : 0][g.kind == "speed" ? 1 : 0].push_back(g.id);
+  // One lab time limit for all runs, counted as the limits count: by progress. The clock (lab.run_seconds) would
+  // leave the later runs nothing after one that waited long for a busy machine's CPUs.
+  double used = 0;
+  for (const int hidden : {0, 1})
+    for (const int speed : {0, 1}) {
+      const auto& todo = ids[hidden][speed];
+      if (todo.empty()) continue;
+      GateRunSpec s = spec;
+      s.log_tag = spec.log_tag + (speed ? "-speed" : "") + (hidden ? "-hidden" : "");
+      s.time_limit_s = std::max(1e-3, spec.time_limit_s - used);
+      const std::size_t notes_before = lab.notes.size();
+      {
+        GpuTurns::Turn turn(turns, speed == 1);
+        if (speed && !spec.process.sweep_uid && spec.process.sandbox) {
+          // The slot is shared by labs run side by side (their processes do not end each other's): nothing of them
+          // runs now, so end what their code left behind before the timing, and after it as usual.
+          sweep_uid(spec.process.sandbox, spec.process.slot);
+          s.process.sweep_uid = true;
+        }
+        used += run_gates(lab, s, todo);
+      }
+      if (hidden)
+        for (std::size_t i = notes_before; i < lab.notes.size(); ++i) lab.notes[i] = kHiddenRunNote + lab.notes[i];
+    }
+  {
+    GpuTurns::Turn turn(turns, false);
+    if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
+      run_sanitizer(lab, spec, "memcheck", strict);
+      run_sanitizer(lab, spec, "racecheck", strict);
+    } else {
+      check_with_sanitizers(lab, spec);  // the default: a memory error or race on the small shapes fails its gate
+    }
   }
   apply_rubric(lab);
 }
 
 namespace {
 
-// One line on a terminal, rewritten as gates start: the lab, the gate, the time so far and, from the gate times of
-// the previous run (kept beside the lab's logs), about how long the lab takes in all. Nothing when stderr is a file.
-class ProgressLine {
+// One line on a terminal, rewritten as gates start: the labs done, what each running lab is doing, the time so far
+// and, from the previous run of the same tree (kept beside the logs), about how long it takes in all. Nothing when
+// stderr is a file. Called from every lab's thread.
+class RunProgress {
  public:
-  ProgressLine(std::string lab, const fs::path& timings) : lab_(std::move(lab)), timings_(timings) {
+  RunProgress(std::size_t labs, const fs::path& timings) : labs_(labs), timings_(timings) {
     std::ifstream in(timings_);
     std::string key;
     double secs = 0;
     while (in >> key >> secs)
-      if (key == "lab_seconds") expected_ = secs;
+      if (key == "wall_seconds") expected_ = secs;
   }
-  void gate(const std::string& id) {
-    if (!on_) return;
-    ++started_;
-    const double so_far = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    std::string line = "  lab " + lab_ + ": " + id + ", " + format_seconds(so_far) + " so far";
-    if (expected_ > 0) line += ", about " + format_seconds(expected_) + " in all (last run)";
-    std::cerr << "\r\033[K" << line << std::flush;
+  void gate(const std::string& lab, const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_[lab] = id;
+    draw();
   }
-  // Clears the line and keeps this run's gate times for the next run's estimate.
-  void done(const LabResult& lab) {
-    if (on_ && started_ > 0) std::cerr << "\r\033[K" << std::flush;
-    std::ofstream out(timings_);
-    out << "lab_seconds " << lab.run_seconds << "\n";  // the gates, restarts and the sanitizer checks
-    for (const auto& g : lab.gates) out << g.id << " " << g.seconds << "\n";
+  // Prints `text` (whole lines) above the progress line.
+  void print(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (on_ && drawn_) std::cerr << "\r\033[K";
+    std::cerr << text << std::flush;
+    drawn_ = false;
+    draw();
+  }
+  void lab_done(const std::string& lab) {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_.erase(lab);
+    ++done_;
+    draw();
+  }
+  // Clears the line and keeps this run's time for the next run's estimate.
+  void finish(double wall_seconds) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (on_ && drawn_) std::cerr << "\r\033[K" << std::flush;
+    std::ofstream(timings_) << "wall_seconds " << wall_seconds << "\n";
   }
 
  private:
+  void draw() {
+    if (!on_ || running_.empty()) return;
+    const double so_far = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::string line = "  " + std::to_string(done_) + "/" + std::to_string(labs_) + " labs done; running:";
+    for (const auto& [lab, gate] : running_) line += " " + lab + " " + gate + ",";
+    line += " " + format_seconds(so_far) + " so far";
+    if (expected_ > 0) line += ", about " + format_seconds(expected_) + " in all (last run)";
+    if (line.size() > 160) line = line.substr(0, 157) + "...";
+    std::cerr << "\r\033[K" << line << std::flush;
+    drawn_ = true;
+  }
+  std::mutex mu_;
   bool on_ = ::isatty(2) == 1;
-  std::string lab_;
+  bool drawn_ = false;
+  std::size_t labs_, done_ = 0;
   fs::path timings_;
   double expected_ = 0;
-  int started_ = 0;
+  std::map<std::string, std::string> running_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
@@ -188,58 +229,83 @@ int grade_main(const GradeOptions& opts) {
   SubmissionResult result;
   result.student = "";
   result.isolation = "local";  // one's own tree, run as oneself: nothing is isolated
+  std::vector<labkit::Rubric> rubrics;
   for (const auto& recipe : recipes) {
-    labkit::Rubric rubric;
     try {
-      rubric = labkit::load_rubric(recipe.rubric.string());
+      rubrics.push_back(labkit::load_rubric(recipe.rubric.string()));
     } catch (const labkit::RubricError& e) {
       throw UserError(std::string("lab ") + recipe.lab + ": " + e.what());
     }
-    LabResult lab = make_lab_result(rubric, recipe.name, lab_has_hidden_tests(recipe) && !opts.no_hidden);
+  }
+  std::vector<LabResult> labs;
+  for (std::size_t i = 0; i < recipes.size(); ++i)
+    labs.push_back(make_lab_result(rubrics[i], recipes[i].name, lab_has_hidden_tests(recipes[i]) && !opts.no_hidden));
+
+  // Labs run side by side (labpool.h): one builds at a time with every CPU while the ones built before it run, and
+  // their speed gates take turns with the GPU to themselves.
+  const double gpu_gib = cuda.ok && !cuda.gpus.empty() ? cuda.gpus.front().memory_gib : 0;
+  const int lab_jobs = opts.lab_jobs > 0 ? opts.lab_jobs : default_lab_jobs(gpu_gib, usable_cpus(), recipes.size());
+  GpuTurns turns;
+  std::mutex build_mutex;
+  const fs::path tree_logs = build.dir / "grading" / "logs" / tree;
+  fs::create_directories(tree_logs);
+  RunProgress progress(recipes.size(), tree_logs / "run-times.txt");
+  const auto started = std::chrono::steady_clock::now();
+  for_each_concurrently(recipes.size(), lab_jobs, [&](std::size_t i) {
+    const Recipe& recipe = recipes[i];
+    LabResult& lab = labs[i];
     fs::path exe;
-    if (opts.solutions) {
-      exe = build_solution_tree(lab, recipe, build, bo.no_build);
-    } else {
-      exe = build_student_tree(lab, recipe, build, bo.no_build);
+    {
+      std::lock_guard<std::mutex> lock(build_mutex);
+      exe = opts.solutions ? build_solution_tree(lab, recipe, build, bo.no_build)
+                           : build_student_tree(lab, recipe, build, bo.no_build);
     }
-    result.compile_seconds += lab.compile_seconds;
     if (exe.empty()) {
       apply_rubric(lab);
-      result.labs.push_back(std::move(lab));
-      continue;
+      return;
     }
     GateRunSpec spec;
     spec.exe = exe;
     spec.launcher = recipe.launcher;
-    spec.log_dir = build.dir / "grading" / "logs" / tree / ("lab" + recipe.lab);
+    spec.log_dir = tree_logs / ("lab" + recipe.lab);
     fs::create_directories(spec.log_dir);
     // The gate binary reads the grader's copy: floors as thresholds (partial credit, see apply_rubric).
     spec.rubric = spec.log_dir / "gate-rubric.toml";
     write_file_atomic(spec.rubric, gate_rubric_text(read_file(recipe.rubric), true));
-    apply_time_limits(spec, rubric, opts.gate_timeout);
+    apply_time_limits(spec, rubrics[i], opts.gate_timeout);
     spec.sanitizer_checks = !opts.no_sanitizer_checks;
     spec.process.inherit_env = true;  // the student's own machine and environment
     spec.process.limits.file_size = 1ull << 30;
     spec.process.cwd = spec.log_dir;
-    std::cerr << "labgrade: running lab " << recipe.lab << " (" << lab.gates.size() << " gates, " << tree << " tree)\n";
-    ProgressLine progress(recipe.lab, spec.log_dir / "gate-times.txt");
-    spec.on_gate_start = [&progress](const std::string& gate) { progress.gate(gate); };
-    run_and_score(lab, spec, opts.sanitize, opts.sanitize_strict);
-    progress.done(lab);
+    progress.print("labgrade: running lab " + recipe.lab + " (" + std::to_string(lab.gates.size()) + " gates, " +
+                   tree + " tree)\n");
+    spec.on_gate_start = [&progress, &recipe](const std::string& gate) { progress.gate(recipe.lab, gate); };
+    run_and_score(lab, spec, opts.sanitize, opts.sanitize_strict, &turns);
     // One line per lab as soon as it is graded: the table comes at the end, and a run stopped before then (a
     // time limit, Ctrl-C) still says how far it got.
     int passed = 0;
     for (const auto& g : lab.gates) passed += g.status == Status::passed;
-    std::cerr << "labgrade: lab " << recipe.lab << ": " << format_points(lab.score()) << "/"
-              << format_points(lab.max_score()) << " points, " << passed << " of " << lab.gates.size()
-              << " gates passed (run " << format_seconds(lab.run_seconds) << ")\n";
-    // The memory and race checks are most of a lab's run: say what each took, here rather than only in the table.
+    std::string text = "labgrade: lab " + recipe.lab + ": " + format_points(lab.score()) + "/" +
+                       format_points(lab.max_score()) + " points, " + std::to_string(passed) + " of " +
+                       std::to_string(lab.gates.size()) + " gates passed (run " + format_seconds(lab.run_seconds) +
+                       ")\n";
+    // The memory and race checks are a large part of a lab's run: say what each took, here rather than only in the
+    // table.
     for (const auto& note : lab.notes)
       if (note.rfind("memcheck:", 0) == 0 || note.rfind("racecheck:", 0) == 0)
-        std::cerr << "labgrade:   " << trim_message(note, 1, 240) << "\n";
+        text += "labgrade:   " + trim_message(note, 1, 240) + "\n";
+    progress.lab_done(recipe.lab);
+    progress.print(text);
+  });
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  progress.finish(wall);
+  for (auto& lab : labs) {
+    result.compile_seconds += lab.compile_seconds;
     result.run_seconds += lab.run_seconds;
     result.labs.push_back(std::move(lab));
   }
+  std::cerr << "labgrade: " << recipes.size() << " lab(s) in " << format_seconds(wall) << " wall, " << lab_jobs
+            << " at a time (the table's times are each lab's own)\n";
   std::cout << "\n";
   print_table(std::cout, result, opts.color);
   write_outputs({result}, opts.outputs, "Grading report (" + tree + " tree)");

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "labpool.h"
 #include "recipe.h"
 #include "runner.h"
 #include "scoring.h"
@@ -24,6 +25,7 @@ struct GradeOptions {
   double gate_timeout = 0;  // overrides every rubric's gate_time_limit_s when > 0
   bool no_hidden = false;   // grade as a student would see it (no hidden gates)
   bool color = false;
+  int lab_jobs = 0;         // labs run at once (labpool.h); 0: default_lab_jobs for the GPU and the CPUs
 };
 
 // Exit status: 0 every gate passed, 1 some did not, 2 the grader could not do its job.
@@ -36,9 +38,10 @@ bool lab_has_hidden_tests(const Recipe& r);
 // The rubric's time limits, with the --gate-timeout override.
 void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double gate_timeout_override);
 
-// Runs the gates (and the sanitizer passes) of one lab and applies its rubric. Hidden gates run in a separate
-// process after the visible ones.
-void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict);
+// Runs the gates (and the sanitizer passes) of one lab and applies its rubric. The untimed gates and the speed gates
+// run in processes of their own, the speed gates in `turns`' exclusive turn (labpool.h: other labs' untimed runs
+// may share the GPU with the untimed ones; null: the lab is alone). Hidden gates run after every visible one.
+void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict, GpuTurns* turns = nullptr);
 
 void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title);
 

@@ -286,7 +286,8 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
   // process would kill the other tool's running gate (on two H200s, in a batch, racecheck lost its first gate in
   // every submission that way: "crashed (SIGKILL)", not checked), so the sweep waits until both have ended.
   base.process.sweep_uid = false;
-  // memcheck and racecheck run at the same time: the speed gates are over and the checks only read correctness.
+  // memcheck and racecheck run at the same time: the lab's speed gates are over (and other labs' wait for the GPU's
+  // exclusive turn, labpool.h), and the checks only read correctness.
   // memcheck is light (a few seconds per lab on an H100) and hides behind racecheck, so a lab's checks take about
   // racecheck's time. racecheck itself is bound by the GPU's instrumented work: splitting it into more processes
   // at once gains nothing (measured: lab 01 in four racecheck processes 38 s, in one 40 s), which is why the gates
@@ -314,7 +315,9 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec) {
       });
     for (auto& th : threads) th.join();
   }
-  sweep_uid(spec.process.sandbox, spec.process.slot);
+  // With labs side by side in the slot (spec.process.sweep_uid off), the others may still be running: their
+  // caller sweeps when none is.
+  if (spec.process.sweep_uid) sweep_uid(spec.process.sandbox, spec.process.slot);
   lab.run_seconds += secs(Clock::now() - started);  // the grading time reported includes the checks
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);

@@ -1,0 +1,86 @@
+#include "labpool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
+#include <vector>
+
+namespace labgrade {
+
+void GpuTurns::lock_shared() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !exclusive_ && exclusive_waiting_ == 0; });
+  ++shared_;
+}
+
+void GpuTurns::unlock_shared() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--shared_ == 0) cv_.notify_all();
+}
+
+void GpuTurns::lock() {
+  std::unique_lock<std::mutex> lock(mu_);
+  ++exclusive_waiting_;
+  cv_.wait(lock, [&] { return !exclusive_ && shared_ == 0; });
+  --exclusive_waiting_;
+  exclusive_ = true;
+}
+
+void GpuTurns::unlock() {
+  std::lock_guard<std::mutex> lock(mu_);
+  exclusive_ = false;
+  cv_.notify_all();
+}
+
+GpuTurns::Turn::Turn(GpuTurns* turns, bool exclusive) : turns_(turns), exclusive_(exclusive) {
+  if (!turns_) return;
+  if (exclusive_)
+    turns_->lock();
+  else
+    turns_->lock_shared();
+}
+
+GpuTurns::Turn::~Turn() {
+  if (!turns_) return;
+  if (exclusive_)
+    turns_->unlock();
+  else
+    turns_->unlock_shared();
+}
+
+void for_each_concurrently(std::size_t n, int jobs, const std::function<void(std::size_t)>& fn) {
+  if (jobs <= 1 || n <= 1) {
+    for (std::size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr first;
+  std::mutex mu;
+  auto worker = [&] {
+    for (std::size_t i; !failed && (i = next++) < n;) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first) first = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const std::size_t t = std::min(n, static_cast<std::size_t>(jobs));
+  for (std::size_t k = 0; k < t; ++k) threads.emplace_back(worker);
+  for (auto& th : threads) th.join();
+  if (first) std::rethrow_exception(first);
+}
+
+int default_lab_jobs(double gpu_memory_gib, int cpus_per_worker, std::size_t labs) {
+  if (gpu_memory_gib <= 0 || labs == 0) return 1;
+  const int by_memory = static_cast<int>(gpu_memory_gib / 16);
+  const int by_cpu = cpus_per_worker / 2;
+  return std::max(1, std::min({by_memory, by_cpu, static_cast<int>(labs)}));
+}
+
+}  // namespace labgrade

@@ -1,0 +1,57 @@
+// Running several labs of one submission at once on one GPU, without letting that touch a speed gate's timing.
+//
+// A lab's untimed work (its correctness and cpu gates, the memory and race checks) leaves most of an H100 idle: small
+// shapes, CPU references, compute-sanitizer's instrumentation. Labs run side by side for that work. A speed gate
+// compares two timings taken on the same GPU and wants it to itself, so a lab's speed gates run in a process of their
+// own that takes the GPU's exclusive turn: it starts only when no untimed run of any lab is running on that GPU, and
+// none starts until it has ended (GpuTurns). Which lab runs what, and in which order, is run_and_score's (grade.h).
+#pragma once
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+
+namespace labgrade {
+
+// Turns on one GPU: any number of shared holders, or one exclusive holder. A waiting exclusive request goes first:
+// once one waits, no new shared turn starts, so a speed gate waits for the untimed runs already started, never for a
+// stream of new ones.
+class GpuTurns {
+ public:
+  void lock_shared();
+  void unlock_shared();
+  void lock();
+  void unlock();
+
+  // RAII: a shared turn, or with exclusive = true the exclusive one. A null GpuTurns takes nothing (a lab alone).
+  class Turn {
+   public:
+    Turn(GpuTurns* turns, bool exclusive);
+    ~Turn();
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+
+   private:
+    GpuTurns* turns_;
+    bool exclusive_;
+  };
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int shared_ = 0;
+  int exclusive_waiting_ = 0;
+  bool exclusive_ = false;
+};
+
+// Calls fn(i) for every i in [0, n) on up to `jobs` threads (jobs <= 1: in order, on this thread). Indices are taken
+// in increasing order. The first exception thrown is rethrown once every started call has returned; calls not yet
+// started then are skipped.
+void for_each_concurrently(std::size_t n, int jobs, const std::function<void(std::size_t)>& fn);
+
+// How many labs of one submission run at once on a GPU by default: one per 16 GiB of GPU memory (a lab's untimed
+// run and its two checks stay well below that on labs 01-09), at most half the CPUs a worker has (the CPU
+// references are multi-threaded), at most the number of labs, at least 1. No GPU (gpu_memory_gib <= 0): 1.
+int default_lab_jobs(double gpu_memory_gib, int cpus_per_worker, std::size_t labs);
+
+}  // namespace labgrade

@@ -1,0 +1,200 @@
+// Labs side by side (labpool.h): the GPU's turns, the lab threads, and run_and_score's split of a lab into its
+// untimed and speed runs, driven with two scripted stand-in gate binaries. No compiler, no GPU.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "grade.h"
+#include "labpool.h"
+#include "test_support.h"
+#include "util.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+// Waits up to 60 s for `done`: long enough for any loaded machine, and only a broken implementation waits it out.
+bool eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 6000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+}  // namespace
+
+TEST_CASE("the GPU's exclusive turn waits for the shared ones, and a waiting one holds new shared turns back",
+          "[labpool]") {
+  GpuTurns turns;
+  std::atomic<int> stage{0};
+  std::atomic<bool> exclusive_in{false}, late_shared_in{false};
+  turns.lock_shared();  // an untimed run is on the GPU
+  std::thread speed([&] {
+    turns.lock();
+    exclusive_in = true;
+    while (stage < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    turns.unlock();
+  });
+  // The speed run has asked (it is waiting) before the next untimed run asks.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::thread late([&] {
+    turns.lock_shared();
+    late_shared_in = true;
+    turns.unlock_shared();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK_FALSE(exclusive_in);    // the first untimed run still holds the GPU
+  CHECK_FALSE(late_shared_in);  // and no new one may start while the speed run waits
+  turns.unlock_shared();
+  CHECK(eventually([&] { return exclusive_in.load(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(late_shared_in);  // the speed run has the GPU to itself
+  stage = 1;
+  CHECK(eventually([&] { return late_shared_in.load(); }));
+  speed.join();
+  late.join();
+}
+
+TEST_CASE("for_each_concurrently runs every index once, side by side, and passes the first error on", "[labpool]") {
+  std::vector<std::atomic<int>> calls(7);
+  std::atomic<int> running{0}, most{0};
+  for_each_concurrently(calls.size(), 3, [&](std::size_t i) {
+    ++calls[i];
+    const int now = ++running;
+    for (int seen = most; now > seen && !most.compare_exchange_weak(seen, now);) {
+    }
+    // Each of the first three waits until three run at once: a pool that ran them one by one would not get past.
+    if (i < 3) eventually([&] { return most.load() >= 3; });
+    --running;
+  });
+  for (auto& c : calls) CHECK(c == 1);
+  CHECK(most == 3);
+
+  std::atomic<int> after{0};
+  CHECK_THROWS_WITH(for_each_concurrently(50, 2,
+                                          [&](std::size_t i) {
+                                            if (i == 1) throw std::runtime_error("lab 1 broke");
+                                            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                                            ++after;
+                                          }),
+                    "lab 1 broke");
+  CHECK(after < 49);  // the calls not yet started when it broke were skipped
+
+  std::vector<std::size_t> order;
+  for_each_concurrently(4, 1, [&](std::size_t i) { order.push_back(i); });
+  CHECK(order == std::vector<std::size_t>{0, 1, 2, 3});
+}
+
+TEST_CASE("labs at a time: one per 16 GiB of GPU memory, at most half the CPUs and the labs, 1 without a GPU",
+          "[labpool]") {
+  CHECK(default_lab_jobs(79.1, 16, 7) == 4);    // an H100 80GB on 16 cores
+  CHECK(default_lab_jobs(139.8, 16, 7) == 7);   // an H200: every lab
+  CHECK(default_lab_jobs(139.8, 16, 9) == 8);   // ... at most half the CPUs
+  CHECK(default_lab_jobs(23.6, 32, 7) == 1);    // a 24 GB card: one at a time, as before
+  CHECK(default_lab_jobs(7.6, 8, 7) == 1);      // a student's laptop GPU
+  CHECK(default_lab_jobs(0, 2, 7) == 1);        // no GPU (CI)
+  CHECK(default_lab_jobs(79.1, 2, 7) == 1);     // two cores
+  CHECK(default_lab_jobs(79.1, 16, 0) == 1);
+}
+
+namespace {
+
+// A stand-in gate binary for run_and_score: gate `u` (untimed) meets the other lab's `u` (each leaves a mark and
+// waits up to 60 s for the other's: only runs side by side pass), gate `s` (speed) sleeps a little. Every process
+// appends "<lab> <gates> <start ns> <end ns>" to $MEET/intervals.
+const char* kTwoLabScript = R"SH(#!/bin/bash
+shift 4  # --labkit-results /dev/fd/3 --labkit-rubric FILE
+IFS=, read -ra gates <<< "$1"
+emit() { echo "$1" >&3; }
+start=$(date +%s%N)
+emit "{\"event\":\"run_start\",\"lab\":\"$LAB\",\"seed\":7,\"device\":\"none\",\"rubric\":\"r\"}"
+for g in "${gates[@]}"; do
+  emit "{\"event\":\"gate_start\",\"gate\":\"$g\"}"
+  status=passed message=""
+  if [ "$g" = u ]; then
+    touch "$MEET/$LAB"
+    for i in $(seq 600); do [ -e "$MEET/$OTHER" ] && break; sleep 0.1; done
+    [ -e "$MEET/$OTHER" ] || { status=failed; message="lab $OTHER's untimed run never ran beside this one"; }
+  else
+    sleep 0.3
+    emit "{\"event\":\"metric\",\"gate\":\"$g\",\"name\":\"ratio\",\"value\":1,\"unit\":\"x\"}"
+  fi
+  emit "{\"event\":\"gate_end\",\"gate\":\"$g\",\"status\":\"$status\",\"message\":\"$message\",\"seconds\":0.01}"
+done
+emit '{"event":"run_end","passed":1,"failed":0,"skipped":0}'
+echo "$LAB ${gates[*]} $start $(date +%s%N)" >> "$MEET/intervals"
+)SH";
+
+struct Interval {
+  std::string lab, gates;
+  long long start = 0, end = 0;
+};
+
+}  // namespace
+
+TEST_CASE("labs side by side: their untimed runs overlap, a speed run has the GPU to itself", "[labpool]") {
+  test::TempDir dir("labpool");
+  const fs::path script = dir.path / "gates.sh", meet = dir.path / "meet";
+  std::ofstream(script) << kTwoLabScript;
+  fs::permissions(script, fs::perms::owner_all);
+  fs::create_directories(meet);
+  std::vector<LabResult> labs(2);
+  std::vector<GateRunSpec> specs(2);
+  const char* names[] = {"97", "98"};
+  for (int i = 0; i < 2; ++i) {
+    labs[i].lab = names[i];
+    for (const char* id : {"u", "s"}) {
+      GateResult g;
+      g.id = id;
+      g.kind = id[0] == 's' ? "speed" : "correctness";
+      g.max_points = 1;
+      g.metric_name = "ratio";
+      g.threshold = 0.5;
+      labs[i].gates.push_back(g);
+    }
+    GateRunSpec& s = specs[i];
+    s.exe = script;
+    s.signed_channel = false;  // a shell script does not sign its lines
+    s.rubric = dir.path / "rubric.toml";
+    s.log_dir = dir.path / ("logs" + std::to_string(i));
+    fs::create_directories(s.log_dir);
+    s.gate_time_limit_s = 120;
+    s.time_limit_s = 300;
+    s.sanitizer_checks = false;
+    s.process.env = {{"PATH", "/usr/bin:/bin"}, {"LAB", names[i]}, {"OTHER", names[1 - i]}, {"MEET", meet.string()}};
+  }
+  GpuTurns turns;
+  for_each_concurrently(2, 2, [&](std::size_t i) { run_and_score(labs[i], specs[i], false, false, &turns); });
+
+  for (const auto& lab : labs)
+    for (const auto& g : lab.gates) {
+      INFO("lab " << lab.lab << " gate " << g.id << ": " << g.message);
+      CHECK(g.status == Status::passed);
+    }
+  // The untimed and the speed gates ran in processes of their own (console logs run1.log and run-speed1.log).
+  for (const auto& s : specs) {
+    CHECK(fs::exists(s.log_dir / "run1.log"));
+    CHECK(fs::exists(s.log_dir / "run-speed1.log"));
+  }
+  std::vector<Interval> runs;
+  std::istringstream in(read_file(meet / "intervals"));
+  for (Interval r; in >> r.lab >> r.gates >> r.start >> r.end;) runs.push_back(r);
+  REQUIRE(runs.size() == 4);
+  for (const auto& a : runs) {
+    if (a.gates != "s") continue;
+    for (const auto& b : runs) {
+      if (&a == &b) continue;
+      INFO("speed run of lab " << a.lab << " [" << a.start << ", " << a.end << "] and the run of " << b.gates
+                               << " in lab " << b.lab << " [" << b.start << ", " << b.end << "]");
+      CHECK((b.end <= a.start || b.start >= a.end));
+    }
+  }
+}
