@@ -241,12 +241,17 @@ int grade_main(const GradeOptions& opts) {
   for (std::size_t i = 0; i < recipes.size(); ++i)
     labs.push_back(make_lab_result(rubrics[i], recipes[i].name, lab_has_hidden_tests(recipes[i]) && !opts.no_hidden));
 
-  // Labs run side by side (labpool.h): one builds at a time with every CPU while the ones built before it run, and
-  // their speed gates take turns with the GPU to themselves.
+  // Every lab is built first, one at a time with every CPU: a build beside the gate runs slowed both (measured on
+  // an H200 with 16 cores: the whole workbook took 193 s that way, against 42 s of compiling and 88 s of runs).
+  std::vector<fs::path> exes(recipes.size());
+  for (std::size_t i = 0; i < recipes.size(); ++i) {
+    exes[i] = opts.solutions ? build_solution_tree(labs[i], recipes[i], build, bo.no_build)
+                             : build_student_tree(labs[i], recipes[i], build, bo.no_build);
+  }
+  // Then the labs run side by side (labpool.h); their speed gates take turns with the GPU to themselves.
   const double gpu_gib = cuda.ok && !cuda.gpus.empty() ? cuda.gpus.front().memory_gib : 0;
   const int lab_jobs = opts.lab_jobs > 0 ? opts.lab_jobs : default_lab_jobs(gpu_gib, usable_cpus(), recipes.size());
   GpuTurns turns;
-  std::mutex build_mutex;
   const fs::path tree_logs = build.dir / "grading" / "logs" / tree;
   fs::create_directories(tree_logs);
   RunProgress progress(recipes.size(), tree_logs / "run-times.txt");
@@ -254,12 +259,7 @@ int grade_main(const GradeOptions& opts) {
   for_each_concurrently(recipes.size(), lab_jobs, [&](std::size_t i) {
     const Recipe& recipe = recipes[i];
     LabResult& lab = labs[i];
-    fs::path exe;
-    {
-      std::lock_guard<std::mutex> lock(build_mutex);
-      exe = opts.solutions ? build_solution_tree(lab, recipe, build, bo.no_build)
-                           : build_student_tree(lab, recipe, build, bo.no_build);
-    }
+    const fs::path& exe = exes[i];
     if (exe.empty()) {
       apply_rubric(lab);
       return;
