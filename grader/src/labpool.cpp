@@ -33,6 +33,11 @@ void GpuTurns::unlock() {
   cv_.notify_all();
 }
 
+int GpuTurns::exclusive_waiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return exclusive_waiting_;
+}
+
 GpuTurns::Turn::Turn(GpuTurns* turns, bool exclusive) : turns_(turns), exclusive_(exclusive) {
   if (!turns_) return;
   if (exclusive_)

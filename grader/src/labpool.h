@@ -22,6 +22,7 @@ class GpuTurns {
   void unlock_shared();
   void lock();
   void unlock();
+  int exclusive_waiting();  // how many exclusive requests wait now (the tests' window into the queue)
 
   // RAII: a shared turn, or with exclusive = true the exclusive one. A null GpuTurns takes nothing (a lab alone).
   class Turn {

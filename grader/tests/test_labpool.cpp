@@ -44,7 +44,7 @@ TEST_CASE("the GPU's exclusive turn waits for the shared ones, and a waiting one
     turns.unlock();
   });
   // The speed run has asked (it is waiting) before the next untimed run asks.
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  REQUIRE(eventually([&] { return turns.exclusive_waiting() == 1; }));
   std::thread late([&] {
     turns.lock_shared();
     late_shared_in = true;
