@@ -214,8 +214,12 @@ std::string Batch::inspect_object(ProcessSpec ps, const LabPlan& plan, const std
 
 void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
   const auto started = Clock::now();
+  // Each lab writes only in a folder of its own (run/labNN: its working folder, HOME and TMPDIR), and in the sandbox
+  // sees no other lab's: what the student's code wrote during one lab's hidden gates (their inputs) cannot reach
+  // another lab's visible gates, which run side by side with them or after them.
   fs::path run = s.scratch / "run";
-  for (const char* d : {"home", "tmp"}) fs::create_directories(run / d);
+  for (const auto& plan : labs_)
+    for (const char* d : {"home", "tmp"}) fs::create_directories(run / lab_tag(plan.recipe) / d);
   // The built binaries become the grader's (root's) again: code running in attempt 1 must not be able to swap
   // the gate binary that attempt 2 starts.
   take_back(s.scratch / "build", &sandbox_);
@@ -239,10 +243,11 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
     fs::create_directories(spec.log_dir);
     apply_time_limits(spec, plan.rubric, opts_.gate_timeout);
     spec.sanitizer_checks = !opts_.no_sanitizer_checks;
-    spec.process.cwd = run;
-    spec.process.writable = run;
+    const fs::path lab_run = run / lab_tag(plan.recipe);
+    spec.process.cwd = lab_run;
+    spec.process.writable = lab_run;
     spec.process.extra_ro = {s.exes[i].parent_path()};
-    spec.process.env = environment(run, gpu);
+    spec.process.env = environment(lab_run, gpu);
     spec.process.slot = slot;
     spec.process.sandbox = &sandbox_;
     spec.process.sweep_uid = !shared_slot;

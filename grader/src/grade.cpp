@@ -28,9 +28,10 @@ void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double g
 
 void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict, GpuTurns* turns) {
   // Gates that already have an outcome (their step did not compile, or was not submitted: apply_build) are not run.
-  // The rest run in up to four processes, in this order: the visible untimed gates, the visible speed gates, then
-  // the same two of the hidden gates. Hidden gates come last so that nothing the student's code saw in one (its
-  // inputs) can reach a visible gate's message or console tail, which students read. A speed gate's process takes
+  // The visible gates first, then the hidden ones, each in up to two processes (the untimed gates, then the speed
+  // gates) followed by their memory and race checks. Every process of the hidden gates starts after the last of
+  // the visible ones has ended, so nothing the student's code saw in a hidden gate (its inputs) can reach a
+  // visible gate's message, console tail or sanitizer report, which students read. A speed gates' process takes
   // the GPU's exclusive turn; the untimed ones and the checks share the GPU with other labs' untimed work.
   std::vector<std::string> ids[2][2];  // [hidden][speed]
   for (const auto& g : lab.gates)
@@ -38,7 +39,7 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
   // One lab time limit for all runs, counted as the limits count: by progress. The clock (lab.run_seconds) would
   // leave the later runs nothing after one that waited long for a busy machine's CPUs.
   double used = 0;
-  for (const int hidden : {0, 1})
+  for (const int hidden : {0, 1}) {
     for (const int speed : {0, 1}) {
       const auto& todo = ids[hidden][speed];
       if (todo.empty()) continue;
@@ -59,14 +60,16 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
       if (hidden)
         for (std::size_t i = notes_before; i < lab.notes.size(); ++i) lab.notes[i] = kHiddenRunNote + lab.notes[i];
     }
-  {
-    GpuTurns::Turn turn(turns, false);
-    if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
-      run_sanitizer(lab, spec, "memcheck", strict);
-      run_sanitizer(lab, spec, "racecheck", strict);
-    } else {
-      check_with_sanitizers(lab, spec);  // the default: a memory error or race on the small shapes fails its gate
+    // The default checks of these gates (--sanitize checks every gate once, after the graded runs, below).
+    if (!sanitize) {
+      GpuTurns::Turn turn(turns, false);
+      check_with_sanitizers(lab, spec, hidden == 1);  // a memory error or race on the small shapes fails its gate
     }
+  }
+  if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
+    GpuTurns::Turn turn(turns, false);
+    run_sanitizer(lab, spec, "memcheck", strict);
+    run_sanitizer(lab, spec, "racecheck", strict);
   }
   apply_rubric(lab);
 }

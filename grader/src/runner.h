@@ -7,6 +7,7 @@
 // test names), so one crash costs one gate, not the lab.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,7 +68,8 @@ void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& t
 // with its own report fails ("compute-sanitizer memcheck: 2 error(s)" and the sanitizer's first lines). What the
 // time limit (spec.sanitizer_time_limit_s per tool) leaves unchecked is said in a note, never held against a gate.
 // `cpu` gates get memcheck too (they may call the student's host code, and it costs nothing in the same process).
-void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec);
+// `hidden`: only the visible gates (false) or only the hidden ones (true); unset: both, visible first.
+void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec, std::optional<bool> hidden = std::nullopt);
 
 // Counts the errors in a compute-sanitizer log: the larger of its summary ("ERROR SUMMARY: N errors", racecheck's
 // "(N errors, M warnings)") and the reports it printed (a process killed before its summary still counts those).
