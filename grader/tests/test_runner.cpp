@@ -14,6 +14,7 @@
 #include <chrono>
 #include <thread>
 
+#include "grade.h"
 #include "runner.h"
 #include "sandbox.h"
 #include "test_support.h"
@@ -30,6 +31,7 @@ const char* kScript = R"(#!/bin/bash
 shift 4  # --labkit-results /dev/fd/3 --labkit-rubric FILE
 IFS=, read -ra gates <<< "$1"  # the gates, comma-separated as Catch2 takes them
 emit() { echo "$1" >&3; }
+[ -n "$ORDER" ] && echo "start ${LABKIT_SANITIZER:-run} $1" >> "$ORDER"  # which process ran when (gates, tool)
 [ "$SCENARIO" = startup ] && kill -SEGV $$
 emit '{"event":"run_start","lab":"98","seed":7,"device":"none","rubric":"r"}'
 for g in "${gates[@]}"; do
@@ -61,6 +63,7 @@ for g in "${gates[@]}"; do
   emit "{\"event\":\"gate_end\",\"gate\":\"$g\",\"status\":\"passed\",\"message\":\"\",\"seconds\":0.01}"
 done
 emit '{"event":"run_end","passed":3,"failed":0,"skipped":0}'
+[ -n "$ORDER" ] && echo "end ${LABKIT_SANITIZER:-run} $1" >> "$ORDER"
 )";
 
 struct Fixture {
@@ -294,6 +297,31 @@ TEST_CASE("the default checks run each tool once over a healthy lab and fail not
   CHECK_THAT(notes, ContainsSubstring("memcheck: 3 gate(s) checked"));
   CHECK_THAT(notes, ContainsSubstring("racecheck: 3 gate(s) checked"));
   CHECK(f.lab.sanitizer.empty());
+}
+
+TEST_CASE("a lab's hidden gates start after every visible process has ended, the checks included",
+          "[runner][sanitizer]") {
+  Fixture f("");
+  make_correctness(f);
+  f.lab.gates[2].hidden = true;  // c
+  PathWith p(fake_sanitizer(f.dir.path));
+  const fs::path order = f.dir.path / "order";
+  f.spec.process.env.emplace_back("ORDER", order.string());
+  run_and_score(f.lab, f.spec, false, false, nullptr);
+  for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
+  const auto lines = split_lines(read_file(order));
+  INFO(join(lines, "\n"));
+  // Three processes each: the graded run, memcheck and racecheck, of "a,b" and of "c".
+  std::size_t last_visible_end = 0, first_hidden_start = lines.size(), visible = 0, hidden = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const bool is_hidden = lines[i].back() == 'c', start = starts_with(lines[i], "start");
+    if (start) ++(is_hidden ? hidden : visible);
+    if (!is_hidden && !start) last_visible_end = i;
+    if (is_hidden && start) first_hidden_start = std::min(first_hidden_start, i);
+  }
+  CHECK(visible == 3);
+  CHECK(hidden == 3);
+  CHECK(last_visible_end < first_hidden_start);
 }
 
 TEST_CASE("a finding in the default checks fails the gate that has it, and only that one", "[runner][sanitizer]") {
