@@ -299,7 +299,10 @@ void Batch::finish(Submission& s) {
   run_sum_ += s.result.run_seconds;
   double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const double n = static_cast<double>(done_);
-  double eta = batch_eta(pending_.size() - done_, compile_sum_ / n, run_sum_ / n, jobs_, workers_);
+  const std::size_t remaining = pending_.size() - done_;
+  const std::size_t waiting_compiled = compiled_ > done_ ? compiled_ - done_ : 0;  // compiled, not yet run
+  double eta = batch_eta(remaining, remaining - std::min(remaining, waiting_compiled), compile_sum_ / n, run_sum_ / n,
+                         jobs_, workers_);
   std::string score = ok ? format_points(s.result.score()) + "/" + format_points(s.result.max_score()) : "GRADER ERROR";
   std::cerr << "[" << done_ << "/" << pending_.size() << "] " << s.student << ": " << score << " (compile "
             << format_seconds(s.result.compile_seconds) << ", run " << format_seconds(s.result.run_seconds)
@@ -308,13 +311,15 @@ void Batch::finish(Submission& s) {
   if (!ok) std::cerr << "  grader error: " << s.result.error << "\n";
 }
 
-double detail::batch_eta(std::size_t remaining, double mean_compile_s, double mean_run_s, int jobs, int workers) {
+double detail::batch_eta(std::size_t remaining, std::size_t to_compile, double mean_compile_s, double mean_run_s,
+                         int jobs, int workers) {
   if (remaining == 0) return 0;
-  const double r = static_cast<double>(remaining);
-  const double j = std::min(r, static_cast<double>(std::max(1, jobs)));
+  const double r = static_cast<double>(remaining), c = static_cast<double>(std::min(to_compile, remaining));
+  const double j = std::min(std::max(c, 1.0), static_cast<double>(std::max(1, jobs)));
   const double w = std::min(r, static_cast<double>(std::max(1, workers)));
-  const double compile_bound = r * mean_compile_s / j + mean_run_s;  // runs wait for compiles
-  const double run_bound = r * mean_run_s / w;                        // compiles are ahead: runs set the pace
+  // Runs wait for the compiles still to do; the last of them then runs.
+  const double compile_bound = c > 0 ? c * mean_compile_s / j + mean_run_s : 0;
+  const double run_bound = r * mean_run_s / w;  // compiles are ahead: runs set the pace
   return std::max(compile_bound, run_bound);
 }
 
@@ -401,6 +406,10 @@ int Batch::run() {
         compile(*s, slot);
       } catch (const std::exception& e) {
         s->result.error = std::string("while compiling: ") + e.what();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++compiled_;  // for the ETA: this student needs only its run now
       }
       std::unique_lock<std::mutex> lock(qmu);
       cv.wait(lock, [&] { return ready.size() < max_ready; });

@@ -53,7 +53,8 @@ std::vector<std::string> subfolders(const fs::path& dir);
 // `workers` runs at once; the slower stage sets the pace, and the last student still needs the other stage.
 // (Elapsed time over students done, the first estimate, also counted the pipeline filling up and the students
 // finishing in bursts of `jobs`: off by 30-130 % on a batch of 16 on 2 cores.)
-double batch_eta(std::size_t remaining, double mean_compile_s, double mean_run_s, int jobs, int workers);
+double batch_eta(std::size_t remaining, std::size_t to_compile, double mean_compile_s, double mean_run_s, int jobs,
+                 int workers);
 
 class Batch {
  public:
@@ -98,7 +99,7 @@ class Batch {
   std::string nm_, objdump_;
 
   std::mutex mu_;
-  std::size_t done_ = 0, not_full_ = 0, errors_ = 0;
+  std::size_t done_ = 0, not_full_ = 0, errors_ = 0, compiled_ = 0;
   double compile_sum_ = 0, run_sum_ = 0;  // over the students done, for the ETA
   Clock::time_point start_;
 };

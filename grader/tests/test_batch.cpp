@@ -494,11 +494,16 @@ TEST_CASE("the batch's ETA follows the slower stage of the pipeline", "[batch_et
   using detail::batch_eta;
   // Measured on 2 cores (16 copies of the fake lab's solution, -j 2, one worker): every student compiled in about
   // 4.4 s and ran in 0.3 s; after the first, the other 15 took 33.1 s. Elapsed over done had said 76 s.
-  CHECK(batch_eta(15, 4.4, 0.3, 2, 1) == Catch::Approx(33.3).margin(0.1));
+  CHECK(batch_eta(15, 15, 4.4, 0.3, 2, 1) == Catch::Approx(33.3).margin(0.1));
   // One GPU, runs of 90 s: the compiles keep ahead and the GPU sets the pace; two GPUs halve it.
-  CHECK(batch_eta(99, 45, 90, 16, 1) == Catch::Approx(99 * 90.0));
-  CHECK(batch_eta(99, 45, 90, 16, 2) == Catch::Approx(99 * 45.0));
+  CHECK(batch_eta(99, 97, 45, 90, 16, 1) == Catch::Approx(99 * 90.0));
+  CHECK(batch_eta(99, 97, 45, 90, 16, 2) == Catch::Approx(99 * 45.0));
   // Fewer students left than jobs: each still needs its own compile, then its run.
-  CHECK(batch_eta(1, 45, 90, 16, 2) == Catch::Approx(135));
-  CHECK(batch_eta(0, 45, 90, 16, 2) == 0);
+  CHECK(batch_eta(1, 1, 45, 90, 16, 2) == Catch::Approx(135));
+  CHECK(batch_eta(0, 0, 45, 90, 16, 2) == 0);
+  // Measured on an H200 (three reference workbooks, 16 jobs, one GPU): all three compiled at once (49 s), then ran
+  // one after another (88 s each). After the first, the two left were compiled already and took 177 s; counting
+  // their compiles again had said 179 s, and after the second 137 s for a run of 90 s.
+  CHECK(batch_eta(2, 0, 48.6, 88.5, 16, 1) == Catch::Approx(177));
+  CHECK(batch_eta(1, 0, 48.8, 88, 16, 1) == Catch::Approx(88));
 }
