@@ -307,7 +307,8 @@ int grade_main(const GradeOptions& opts) {
     result.run_seconds += lab.run_seconds;
     result.labs.push_back(std::move(lab));
   }
-  std::cerr << "labgrade: " << recipes.size() << " lab(s) in " << format_seconds(wall) << " wall, " << lab_jobs
+  std::cerr << "labgrade: " << recipes.size() << " lab(s) in " << format_seconds(wall) << " wall, "
+            << std::min<std::size_t>(static_cast<std::size_t>(lab_jobs), recipes.size())
             << " at a time (the table's times are each lab's own)\n";
   std::cout << "\n";
   print_table(std::cout, result, opts.color);
