@@ -60,16 +60,14 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
       if (hidden)
         for (std::size_t i = notes_before; i < lab.notes.size(); ++i) lab.notes[i] = kHiddenRunNote + lab.notes[i];
     }
-    // The default checks of these gates (--sanitize checks every gate once, after the graded runs, below).
-    if (!sanitize) {
-      GpuTurns::Turn turn(turns, false);
-      check_with_sanitizers(lab, spec, hidden == 1);  // a memory error or race on the small shapes fails its gate
-    }
-  }
-  if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
+    // The checks of these gates.
     GpuTurns::Turn turn(turns, false);
-    run_sanitizer(lab, spec, "memcheck", strict);
-    run_sanitizer(lab, spec, "racecheck", strict);
+    if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
+      run_sanitizer(lab, spec, "memcheck", strict, hidden == 1);
+      run_sanitizer(lab, spec, "racecheck", strict, hidden == 1);
+    } else {
+      check_with_sanitizers(lab, spec, hidden == 1);  // the default: a memory error or race on the small shapes fails its gate
+    }
   }
   apply_rubric(lab);
 }

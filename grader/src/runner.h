@@ -57,7 +57,9 @@ double run_gates(LabResult& lab, const GateRunSpec& spec, std::vector<std::strin
 // (memcheck or racecheck), one process per gate so that every report belongs to one gate, and parses
 // "ERROR SUMMARY: N errors" / "RACECHECK SUMMARY: N hazards". Findings are listed per gate and per lab; with
 // strict, a gate with findings fails.
-void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& tool, bool strict);
+// `hidden`: only the visible gates (false) or only the hidden ones (true); unset: both.
+void run_sanitizer(LabResult& lab, const GateRunSpec& spec, const std::string& tool, bool strict,
+                   std::optional<bool> hidden = std::nullopt);
 
 // The default memory and race checks: the lab's correctness gates that passed the graded run are run again under
 // compute-sanitizer, memcheck (out-of-bounds and misaligned accesses) and racecheck (shared-memory races) at the

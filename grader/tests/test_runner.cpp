@@ -4,6 +4,7 @@
 // Fixture. The sanitizer tests (from "the sanitizer pass ...") could move to a file of their own once those two
 // live in a shared header.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <fstream>
 
@@ -307,11 +308,12 @@ TEST_CASE("a lab's hidden gates start after every visible process has ended, the
   PathWith p(fake_sanitizer(f.dir.path));
   const fs::path order = f.dir.path / "order";
   f.spec.process.env.emplace_back("ORDER", order.string());
-  run_and_score(f.lab, f.spec, false, false, nullptr);
+  // The default checks: one process per tool over "a,b", then over "c". --sanitize: one process per tool and gate.
+  const bool sanitize = GENERATE(false, true);
+  run_and_score(f.lab, f.spec, sanitize, false, nullptr);
   for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
   const auto lines = split_lines(read_file(order));
   INFO(join(lines, "\n"));
-  // Three processes each: the graded run, memcheck and racecheck, of "a,b" and of "c".
   std::size_t last_visible_end = 0, first_hidden_start = lines.size(), visible = 0, hidden = 0;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const bool is_hidden = lines[i].back() == 'c', start = starts_with(lines[i], "start");
@@ -319,9 +321,12 @@ TEST_CASE("a lab's hidden gates start after every visible process has ended, the
     if (!is_hidden && !start) last_visible_end = i;
     if (is_hidden && start) first_hidden_start = std::min(first_hidden_start, i);
   }
-  CHECK(visible == 3);
+  CHECK(visible == (sanitize ? 5u : 3u));  // the graded run and the checks
   CHECK(hidden == 3);
   CHECK(last_visible_end < first_hidden_start);
+  if (sanitize) {  // one entry per tool over the visible and the hidden pass
+    CHECK(f.lab.sanitizer.size() == 2);
+  }
 }
 
 TEST_CASE("a finding in the default checks fails the gate that has it, and only that one", "[runner][sanitizer]") {
