@@ -256,7 +256,8 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
         (spec.time_limit_s * (opts_.sanitize ? 10 : 1) + 60) * std::max(1u, std::thread::hardware_concurrency());
     spec.process.limits.data_bytes = static_cast<std::uint64_t>(opts_.memory_gib * kGiB);
     // RLIMIT_NPROC counts the uid's processes and threads: labs side by side share it.
-    spec.process.limits.processes = static_cast<std::uint64_t>(opts_.max_processes) * static_cast<std::uint64_t>(lab_jobs_);
+    spec.process.limits.processes =
+        static_cast<std::uint64_t>(opts_.max_processes) * static_cast<std::uint64_t>(lab_jobs_);
     spec.process.limits.file_size = 64u << 20;
     run_and_score(lab, spec, opts_.sanitize, opts_.sanitize_strict, turns);
   });

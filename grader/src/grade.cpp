@@ -31,7 +31,7 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
   // The visible gates first, then the hidden ones, each in up to two processes (the untimed gates, then the speed
   // gates) followed by their memory and race checks. Every process of the hidden gates starts after the last of
   // the visible ones has ended, so nothing the student's code saw in a hidden gate (its inputs) can reach a
-  // visible gate's message, console tail or sanitizer report, which students read. A speed gates' process takes
+  // visible gate's message, console tail or sanitizer report, which students read. The speed gates' process takes
   // the GPU's exclusive turn; the untimed ones and the checks share the GPU with other labs' untimed work.
   std::vector<std::string> ids[2][2];  // [hidden][speed]
   for (const auto& g : lab.gates)
@@ -65,8 +65,8 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
     if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
       run_sanitizer(lab, spec, "memcheck", strict, hidden == 1);
       run_sanitizer(lab, spec, "racecheck", strict, hidden == 1);
-    } else {
-      check_with_sanitizers(lab, spec, hidden == 1);  // the default: a memory error or race on the small shapes fails its gate
+    } else {  // the default: a memory error or race on the small shapes fails its gate
+      check_with_sanitizers(lab, spec, hidden == 1);
     }
   }
   apply_rubric(lab);
