@@ -20,6 +20,7 @@
 #include "devices.h"
 #include "grade.h"
 #include "objcheck.h"
+#include "progress.h"
 #include "sandbox.h"
 
 namespace labgrade::detail {
@@ -263,9 +264,8 @@ void Batch::plan_slots() {
   jobs_ = opts_.jobs > 0 ? opts_.jobs : std::max(1u, std::thread::hardware_concurrency());
   workers_ = opts_.workers > 0 ? opts_.workers : std::max<int>(1, static_cast<int>(gpus_.size()));
   reserve_uid_block(sandbox_, jobs_ + workers_);
-  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   lab_jobs_ = opts_.lab_jobs > 0 ? opts_.lab_jobs
-                                 : default_lab_jobs(gpus_.empty() ? 0 : gpu_gib_, cpus / workers_, labs_.size());
+                                 : default_lab_jobs(gpus_.empty() ? 0 : gpu_gib_, usable_cpus() / workers_, labs_.size());
   if (!gpus_.empty() && workers_ > static_cast<int>(gpus_.size()))
     std::cerr << "labgrade: warning: " << workers_ << " workers share " << gpus_.size()
               << " GPU(s): speed gates will time each other\n";

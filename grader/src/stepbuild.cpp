@@ -1,12 +1,12 @@
 #include "stepbuild.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <regex>
 #include <set>
-#include <thread>
+
+#include "labpool.h"
 
 namespace labgrade {
 
@@ -124,27 +124,19 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
     std::vector<std::size_t> todo;
     for (std::size_t k = 0; k < n; ++k)
       if (spec.present.at(k)) todo.push_back(k);
-    const std::size_t jobs =
-        std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(std::max(1, spec.jobs)), todo.size()));
+    const bool side_by_side = spec.jobs > 1 && todo.size() > 1;
     ProcessSpec compiler = spec.process;
-    if (jobs > 1) compiler.sweep_uid = false;  // a sweep would end the other compiles of the slot
-    std::atomic<std::size_t> next{0};
-    auto worker = [&] {
-      for (std::size_t i; (i = next++) < todo.size();) {
-        const std::size_t k = todo[i];
-        objects[k] = spec.obj_dir / (replace_all(r.student_sources[k], "/", "_") + ".o");
-        auto argv = r.compile_argv(k, spec.src_dir / r.student_sources[k], objects[k]);
-        argv.insert(argv.begin() + 1, spec.extra_compile_flags.begin(), spec.extra_compile_flags.end());
-        compiled[k] = run_tool(compiler, spec.timeout_s, argv,
-                               spec.log_dir / (spec.log_prefix + ".compile" + std::to_string(k + 1) + ".log"));
-      }
-    };
+    if (side_by_side) compiler.sweep_uid = false;  // a sweep would end the other compiles of the slot
     const auto start = std::chrono::steady_clock::now();
-    std::vector<std::thread> threads;
-    for (std::size_t j = 1; j < jobs; ++j) threads.emplace_back(worker);
-    worker();
-    for (auto& t : threads) t.join();
-    if (jobs > 1) sweep_uid(spec.process.sandbox, spec.process.slot);
+    for_each_concurrently(todo.size(), spec.jobs, [&](std::size_t i) {
+      const std::size_t k = todo[i];
+      objects[k] = spec.obj_dir / (replace_all(r.student_sources[k], "/", "_") + ".o");
+      auto argv = r.compile_argv(k, spec.src_dir / r.student_sources[k], objects[k]);
+      argv.insert(argv.begin() + 1, spec.extra_compile_flags.begin(), spec.extra_compile_flags.end());
+      compiled[k] = run_tool(compiler, spec.timeout_s, argv,
+                             spec.log_dir / (spec.log_prefix + ".compile" + std::to_string(k + 1) + ".log"));
+    });
+    if (side_by_side) sweep_uid(spec.process.sandbox, spec.process.slot);
     b.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   for (std::size_t k = 0; k < n; ++k) {
