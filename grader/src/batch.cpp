@@ -228,7 +228,18 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
   // Labs side by side share the student's uid slot: a process's end must not sweep the slot while another lab's
   // runs in it. run_and_score sweeps before and after each speed run, when no other lab runs; the last sweep is here.
   const bool shared_slot = lab_jobs_ > 1;
-  for_each_concurrently(labs_.size(), lab_jobs_, [&](std::size_t i) {
+  // The longest labs of the students graded so far start first, so that none starts late and ends alone.
+  std::vector<double> expected(labs_.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::size_t i = 0; i < labs_.size(); ++i) {
+      const auto it = lab_run_sum_.find(labs_[i].recipe.lab);
+      expected[i] = it == lab_run_sum_.end() ? 0 : it->second;
+    }
+  }
+  const std::vector<std::size_t> order = longest_first(expected);
+  for_each_concurrently(labs_.size(), lab_jobs_, [&](std::size_t k) {
+    const std::size_t i = order[k];
     LabResult& lab = s.result.labs[i];
     if (s.exes[i].empty()) {
       apply_rubric(lab);
@@ -298,6 +309,9 @@ void Batch::finish(Submission& s) {
   if (ok && !s.result.all_passed()) ++not_full_;
   compile_sum_ += s.result.compile_seconds;
   run_sum_ += s.result.run_seconds;
+  if (ok)
+    for (std::size_t i = 0; i < s.result.labs.size() && i < labs_.size(); ++i)
+      lab_run_sum_[labs_[i].recipe.lab] += s.result.labs[i].run_seconds;
   double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const double n = static_cast<double>(done_);
   const std::size_t remaining = pending_.size() - done_;

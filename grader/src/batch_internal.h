@@ -101,6 +101,7 @@ class Batch {
   std::mutex mu_;
   std::size_t done_ = 0, not_full_ = 0, errors_ = 0, compiled_ = 0;
   double compile_sum_ = 0, run_sum_ = 0;  // over the students done, for the ETA
+  std::map<std::string, double> lab_run_sum_;  // each lab's own run time over the students done: the labs' order
   Clock::time_point start_;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -86,6 +87,17 @@ int default_lab_jobs(double gpu_memory_gib, int cpus_per_worker, std::size_t lab
   const int by_memory = static_cast<int>(gpu_memory_gib / 16);
   const int by_cpu = cpus_per_worker / 4;
   return std::max(1, std::min({by_memory, by_cpu, static_cast<int>(labs)}));
+}
+
+std::vector<std::size_t> longest_first(const std::vector<double>& expected_seconds) {
+  std::vector<std::size_t> order(expected_seconds.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto key = [&](std::size_t i) {
+    const double e = expected_seconds[i];
+    return e > 0 ? e : std::numeric_limits<double>::infinity();
+  };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) > key(b); });
+  return order;
 }
 
 }  // namespace labgrade

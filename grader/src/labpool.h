@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <vector>
 
 namespace labgrade {
 
@@ -56,5 +57,11 @@ void for_each_concurrently(std::size_t n, int jobs, const std::function<void(std
 // (gpu_memory_gib <= 0): 1. On an H200 with 16 cores, 4 labs at a time graded labs 01-07 in 93 s, 7 in 88 s, one
 // in 124 s: the untimed work is bound by the GPU and the CPUs well before 7.
 int default_lab_jobs(double gpu_memory_gib, int cpus_per_worker, std::size_t labs);
+
+// The order in which to start labs so that the last to finish ends soon after the others: the longest first
+// (expected_seconds, e.g. the same labs' times in the previous run), so that a long lab never starts when the short
+// ones are done and runs alone at the end. Labs with no estimate (<= 0) could be long: they come first, in their
+// own order; equal estimates keep theirs. Returns indices into expected_seconds.
+std::vector<std::size_t> longest_first(const std::vector<double>& expected_seconds);
 
 }  // namespace labgrade

@@ -142,6 +142,16 @@ struct Interval {
 
 }  // namespace
 
+TEST_CASE("labs start longest first; labs with no estimate first of all, in their own order", "[labpool]") {
+  using V = std::vector<std::size_t>;
+  CHECK(longest_first({}) == V{});
+  // lab 06 ran longest last time, then 01 and 04 (an H200's figures, one lab at a time)
+  CHECK(longest_first({25.6, 8.9, 11.5, 24.0, 13.7, 32.6, 22.4}) == V{5, 0, 3, 6, 4, 2, 1});
+  CHECK(longest_first({0, 0, 0}) == V{0, 1, 2});            // no previous run: the labs' own order
+  CHECK(longest_first({5, 0, 9, -1}) == V{1, 3, 2, 0});     // a lab never timed could be the longest
+  CHECK(longest_first({3, 7, 3, 7}) == V{1, 3, 0, 2});      // ties keep their order
+}
+
 TEST_CASE("labs side by side: their untimed runs overlap, a speed run has the GPU to itself", "[labpool]") {
   test::TempDir dir("labpool");
   const fs::path script = dir.path / "gates.sh", meet = dir.path / "meet";
