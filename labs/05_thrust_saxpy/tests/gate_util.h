@@ -70,9 +70,8 @@ struct SaxpyCase {
         sy(labkit::gate::seed("y " + label)),
         dx(offx_ + n_, "x"),
         dy(offy_ + n_, "y") {
-    auto fx = host_random(offx + n, sx), fy = host_random(offy + n, sy);
-    x.assign(fx.begin() + offx, fx.end());
-    y0.assign(fy.begin() + offy, fy.end());
+    x = from_offset(host_random(offx + n, sx), offx);
+    y0 = from_offset(host_random(offy + n, sy), offy);
     if (specials) plant_specials();
     labkit::fill_random_device(dx.data(), offx + n, sx);
     patch(dx.data() + offx, x, special_x_);
@@ -90,6 +89,11 @@ struct SaxpyCase {
   std::vector<float> x_full() const { return dx.download(); }
 
  private:
+  // The elements from `off` on; without an offset the array itself (no copy of 2^24 floats).
+  static std::vector<float> from_offset(std::vector<float> full, std::size_t off) {
+    if (!off) return full;
+    return std::vector<float>(full.begin() + off, full.end());
+  }
   // IEEE cases: Inf times a nonzero a is an Inf of the product's sign, NaN propagates, Inf - Inf is NaN. The
   // positions include the first and last element (the tail loops) and the middle.
   void plant_specials() {
@@ -118,6 +122,10 @@ struct SaxpyCase {
 // the first wrong element for the diagnosis.
 labkit::Verdict check_saxpy(const std::vector<float>& got, float a, const std::vector<float>& x,
                             const std::vector<float>& y0);
+// The check of a speed gate's y (n > 2^20 device floats, inputs written by fill_random_device with seeds sx and sy):
+// the large-n rule of check_saxpy applied on the device (labkit::saxpy_scan_device, nothing copied); only when some
+// element breaks it are y, x and y0 brought to the host and check_saxpy finds and explains the wrong ones.
+labkit::Verdict check_saxpy_device(const float* y, std::size_t n, float a, std::uint64_t sx, std::uint64_t sy);
 // The shared part of every saxpy-shaped step: inputs unmodified, offset elements and guard bands intact.
 void check_untouched(const SaxpyCase& c, const std::vector<float>& y_full, const std::string& ctx);
 // The elements of a full array from offset off on: what the step saw at its pointer.
