@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cublas_baseline.h"
+#include "labkit/compare_device.h"
 #include "labkit/cublas.h"
 #include "labkit/gate.h"
 #include "labkit/guard.h"
@@ -227,6 +228,21 @@ void add_hypotheses(const Inputs& in, const std::vector<double>& ref, labkit::Ch
   }
 }
 
+// (index, reference value) at each (i, j) of `where`, the values on every core: at 2048^3 the 16 K samples are
+// 33 M multiply-adds down columns of B, 0.17 s of each step's correctness gate on one core.
+template <class RefAt>
+std::vector<std::pair<std::size_t, double>> sampled(const std::vector<std::pair<int, int>>& where, int N,
+                                                    const RefAt& ref_at) {
+  std::vector<std::pair<std::size_t, double>> samples(where.size());
+  labkit::parallel_for(where.size(), [&](std::size_t b, std::size_t e) {
+    for (std::size_t r = b; r < e; ++r) {
+      const auto [i, j] = where[r];
+      samples[r] = {std::size_t(i) * N + j, ref_at(i, j)};
+    }
+  });
+  return samples;
+}
+
 // Checks one step on one shape: value, never-written elements, guard bands, unmodified inputs, repeatability.
 void check_shape(Step step, const Shape& s, Offsets o = {}) {
   Inputs in(s, o);
@@ -264,16 +280,18 @@ void check_shape(Step step, const Shape& s, Offsets o = {}) {
   } else {
     // Too large for a full CPU product: every element against cuBLAS (itself checked at sampled positions),
     // and whole edge rows/columns plus random positions against the CPU in double.
-    std::vector<std::pair<std::size_t, double>> samples;
-    auto sample = [&](int i, int j) {
-      samples.emplace_back(std::size_t(i) * s.N + j, labkit::matmul_ref_at(s.M, s.N, s.K, in.A, in.B, in.C0, i, j));
-    };
-    for (int j = 0; j < s.N; ++j) sample(0, j), sample(s.M / 2, j), sample(s.M - 1, j);
-    for (int i = 0; i < s.M; ++i) sample(i, 0), sample(i, s.N / 2), sample(i, s.N - 1);
+    std::vector<std::pair<int, int>> where;
+    for (int j = 0; j < s.N; ++j)
+      where.emplace_back(0, j), where.emplace_back(s.M / 2, j), where.emplace_back(s.M - 1, j);
+    for (int i = 0; i < s.M; ++i)
+      where.emplace_back(i, 0), where.emplace_back(i, s.N / 2), where.emplace_back(i, s.N - 1);
     for (int r = 0; r < 4096; ++r) {
       const auto pos = labkit::random_bits(labkit::gate::seed("positions"), r);
-      sample(int(pos % s.M), int((pos >> 32) % s.N));
+      where.emplace_back(int(pos % s.M), int((pos >> 32) % s.N));
     }
+    const auto samples = sampled(where, s.N, [&](int i, int j) {
+      return labkit::matmul_ref_at(s.M, s.N, s.K, in.A, in.B, in.C0, i, j);
+    });
     require(labkit::check_close_at(out, samples, opt), ctx);
     if (step != Step::cublas) {
       labkit::GuardedBuffer<float> trusted(in.C0.size(), "C (cuBLAS)");
@@ -333,6 +351,20 @@ struct SpeedInputs {
   }
 };
 
+// The inputs of one timed call, known by their seeds: fill_random_device wrote them, uniform_float gives any element
+// again on the host, so the CPU samples need no host copy of the 64 MB matrices.
+struct GeneratedInputs {
+  int n;
+  std::uint64_t sA, sB, sC;
+  static float at(std::uint64_t seed, std::size_t i) { return labkit::uniform_float(seed, i, -1.f, 1.f); }
+  // C0(i,j) + sum_k A(i,k) B(k,j), with labkit::matmul_ref_at's arithmetic (double, k in order).
+  double ref_at(int i, int j) const {
+    double acc = 0;
+    for (int k = 0; k < n; ++k) acc += double(at(sA, std::size_t(i) * n + k)) * at(sB, std::size_t(k) * n + j);
+    return double(at(sC, std::size_t(i) * n + j)) + acc;
+  }
+};
+
 labkit::TimedCase timed_case(SpeedRun& run_, SpeedInputs& in) {
   const std::size_t nn = std::size_t(run_.n) * run_.n;
   labkit::TimedCase tc;
@@ -351,31 +383,53 @@ labkit::TimedCase timed_case(SpeedRun& run_, SpeedInputs& in) {
       auto g = buf->check_guards();
       if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
     }
-    const auto got = in.dC.download();
-    // Host copies of the inputs of call k, for the CPU samples (generated on the device: 16M floats each).
-    const auto A = labkit::random_floats_via_device(nn, run_.seed("A", k)),
-               B = labkit::random_floats_via_device(nn, run_.seed("B", k)),
-               C0 = labkit::random_floats_via_device(nn, run_.seed("C", k));
-    labkit::gate::require(labkit::check_unmodified(in.dA.download(), A, "A"), "after the timed calls");
-    labkit::gate::require(labkit::check_unmodified(in.dB.download(), B, "B"), "after the timed calls");
+    const GeneratedInputs gen{n, run_.seed("A", k), run_.seed("B", k), run_.seed("C", k)};
+    // A and B against the generator's values, on the device (the same verdict and message as check_unmodified).
+    labkit::gate::require(labkit::check_unmodified_device(in.dA.data(), nn, gen.sA, "A"), "after the timed calls");
+    labkit::gate::require(labkit::check_unmodified_device(in.dB.data(), nn, gen.sB, "B"), "after the timed calls");
     labkit::GuardedBuffer<float> trusted(nn, "C (cuBLAS)");
-    trusted.upload(C0);
+    labkit::fill_random_device(trusted.data(), nn, gen.sC);  // C0 of call k, as the candidate got it
     reference_sgemm(n, n, n, in.dA.data(), in.dB.data(), trusted.data());
-    const auto t = trusted.download();
     labkit::CheckOptions opt;
     opt.tolerance = tolerance(n);
     opt.name = "C";
     opt.rows = opt.cols = n;
-    opt.initial = C0.data();
-    std::vector<std::pair<std::size_t, double>> samples;
+    std::vector<std::pair<int, int>> where;
     for (int r = 0; r < 256; ++r) {
       const auto pos = labkit::random_bits(run_.seed("positions", k), r);
-      const int i = int(pos % n), j = int((pos >> 32) % n);
-      samples.emplace_back(std::size_t(i) * n + j, labkit::matmul_ref_at(n, n, n, A, B, C0, i, j));
+      where.emplace_back(int(pos % n), int((pos >> 32) % n));
     }
-    labkit::gate::require(labkit::check_close_at(t, samples, opt), "the cuBLAS cross-check itself");
-    labkit::gate::require(labkit::check_close_at(got, samples, opt), ctx);
-    labkit::gate::require(labkit::check_close(got, std::vector<double>(t.begin(), t.end()), opt),
+    const auto samples = sampled(where, n, [&](int i, int j) { return gen.ref_at(i, j); });
+    // Each check on the device first; only a failing one downloads C (and cuBLAS's C, and C0 for the message's
+    // "initial value") and runs the host check, which writes the diagnosis it always wrote.
+    const auto C0 = [&] { return labkit::random_floats_via_device(nn, gen.sC); };
+    const auto with_initial = [&](const std::vector<float>& c0) {
+      labkit::CheckOptions o = opt;
+      o.initial = c0.data();
+      return o;
+    };
+    labkit::gate::require(labkit::device_or_host(labkit::check_close_at_device(trusted.data(), nn, samples, opt),
+                                                 [&] {
+                                                   const auto c0 = C0();
+                                                   return labkit::check_close_at(trusted.download(), samples,
+                                                                                 with_initial(c0));
+                                                 }),
+                          "the cuBLAS cross-check itself");
+    labkit::gate::require(labkit::device_or_host(labkit::check_close_at_device(in.dC.data(), nn, samples, opt),
+                                                 [&] {
+                                                   const auto c0 = C0();
+                                                   return labkit::check_close_at(in.dC.download(), samples,
+                                                                                 with_initial(c0));
+                                                 }),
+                          ctx);
+    labkit::gate::require(labkit::device_or_host(labkit::check_close_device(in.dC.data(), trusted.data(), nn, opt),
+                                                 [&] {
+                                                   const auto c0 = C0();
+                                                   const auto t = trusted.download();
+                                                   return labkit::check_close(in.dC.download(),
+                                                                              std::vector<double>(t.begin(), t.end()),
+                                                                              with_initial(c0));
+                                                 }),
                           ctx + " (compared with cuBLAS)");
   };
   return tc;
