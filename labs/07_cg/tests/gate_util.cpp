@@ -15,12 +15,32 @@ labkit::CusparseHandle& cusparse() {
 // Row i's error is <= (len_i + 1) u sum_j |a_ij x_j| for any order of its sum; x 2 for the products.
 double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x) {
   double worst = 0;
-  for (int i = 0; i < A.rows; ++i) {
-    double m = 0;
-    for (int k = A.row_ptr[i]; k < A.row_ptr[i + 1]; ++k) m += std::fabs(A.values[k] * x[A.col_idx[k]]);
-    worst = std::max(worst, 2.0 * (A.row_ptr[i + 1] - A.row_ptr[i] + 1) * kU * m);
-  }
+  for (double w : parts_in_order<double>(std::size_t(A.rows), [&](std::size_t b, std::size_t e) {
+         double part = 0;
+         for (std::size_t i = b; i < e; ++i) {
+           double m = 0;
+           for (int k = A.row_ptr[i]; k < A.row_ptr[i + 1]; ++k) m += std::fabs(A.values[k] * x[A.col_idx[k]]);
+           part = std::max(part, 2.0 * (A.row_ptr[i + 1] - A.row_ptr[i] + 1) * kU * m);
+         }
+         return part;
+       }))
+    worst = std::max(worst, w);
   return worst;
+}
+
+std::vector<double> spmv_ref_parallel(const labkit::Csr& A, const std::vector<double>& x) {
+  std::vector<double> y(std::size_t(A.rows));
+  labkit::parallel_for(
+      y.size(),
+      [&](std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) {
+          long double acc = 0;
+          for (int k = A.row_ptr[i]; k < A.row_ptr[i + 1]; ++k) acc += (long double)A.values[k] * x[A.col_idx[k]];
+          y[i] = double(acc);
+        }
+      },
+      labkit::kElementGrain);
+  return y;
 }
 
 // A rectangular matrix with empty rows (their y must still be written: 0) and one row longer than 32 warps.

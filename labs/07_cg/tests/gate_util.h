@@ -15,11 +15,14 @@
 #include <numeric>
 #include <sstream>
 #include <memory>
+#include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "cg.h"
 #include "cusparse_baseline.h"
+#include "labkit/compare_device.h"
 #include "labkit/cublas.h"
 #include "labkit/cusparse.h"
 #include "labkit/gate.h"
@@ -50,6 +53,27 @@ inline double dot_ld(const std::vector<double>& a, const std::vector<double>& b)
   return double(s);
 }
 inline double norm_ld(const std::vector<double>& a) { return std::sqrt(dot_ld(a, a)); }
+
+// The partial results of body(b, e) over ranges of [0, n) computed on every core, returned in range order: a sum
+// of them then depends only on n and the number of cores, not on which thread finished first. For the speed gates'
+// references over 10^7 elements, which took a few hundred milliseconds of each gate on one core.
+template <class Part, class Body>
+std::vector<Part> parts_in_order(std::size_t n, const Body& body) {
+  std::mutex m;
+  std::vector<std::pair<std::size_t, Part>> parts;
+  labkit::parallel_for(
+      n,
+      [&](std::size_t b, std::size_t e) {
+        Part p = body(b, e);
+        std::lock_guard<std::mutex> lock(m);
+        parts.emplace_back(b, std::move(p));
+      },
+      labkit::kElementGrain);
+  std::sort(parts.begin(), parts.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+  std::vector<Part> out;
+  for (auto& p : parts) out.push_back(std::move(p.second));
+  return out;
+}
 
 inline void sync() { LABKIT_CUDA(cudaDeviceSynchronize()); }  // a fault inside a kernel surfaces here, in this step
 
@@ -128,8 +152,13 @@ inline lab07::CgResult solve(Solver s, const lab07::DeviceCsr& A, const double* 
 }
 
 
-// Row i's error bound of an SpMV, used by the step 3 gates and the SpMV speed gate.
+// Row i's error bound of an SpMV, used by the step 3 gates and the SpMV speed gate (rows on every core; the largest
+// bound does not depend on the split).
 double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x);
+// labkit::spmv_ref on every core: each row's sum in long double in the same order, so the same values. For the
+// gate's own matrices only (it does not validate A, which spmv_ref does for a caller's matrix; at 5*10^7
+// entries that and the single core cost the SpMV speed gate ~0.3 s).
+std::vector<double> spmv_ref_parallel(const labkit::Csr& A, const std::vector<double>& x);
 // A rectangular matrix with empty rows and one row longer than 32 warps (step 3, and the solvers' argument checks).
 labkit::Csr irregular_matrix(std::uint64_t seed);
 // ||b - A x|| / ||b|| in long double on the CPU.
