@@ -2,7 +2,8 @@
 // kernels only), and the sort check with its diagnosis: an output is accepted when it is, bit for bit, a
 // permutation of the input AND in the order of labkit::float_order_key (NaNs last, -0.0 before +0.0; descending is
 // the mirror image); key-value outputs must also keep each value with its key. Files: gate_util.cpp (these
-// helpers' bodies), gates.cpp (the CPU test and every correctness gate), gates_speed.cpp (every speed gate).
+// helpers' bodies), gates.cpp (the CPU test and every correctness gate), gates_speed.cpp (every speed gate),
+// device_check.h (the same checks answered on the GPU for large arrays; these host checks then only diagnose).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -4,6 +4,7 @@
 // labkit::float_order_key (NaNs last, -0.0 before +0.0; descending is the mirror image); key-value outputs must
 // also keep each value with its key. Guard bands around every array, a second run compared bit for bit.
 // What the gate files share (the steps, the sort check) is in gate_util.h; the speed gates are in gates_speed.cpp.
+// From 2^17 keys the checks run on the GPU first (device_check.h) and the host check only diagnoses a failure.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -16,12 +17,14 @@
 #include <vector>
 
 #include "bitonic_sort.h"
+#include "device_check.h"
 #include "gate_util.h"
 #include "labkit/gate.h"
 #include "labkit/launches.h"
 #include "labkit/guard.h"
 #include "labkit/random.h"
 #include "labkit/ref_sort.h"
+#include "labkit/reference.h"  // parallel_for
 
 using namespace lab04_gates;
 
@@ -38,6 +41,18 @@ constexpr Pattern kOtherPatterns[] = {Pattern::sorted,       Pattern::reversed, 
 
 // NaN bit patterns of both signs, quiet and signalling; none is labkit's poison (0x7FC0DEAD).
 constexpr u32 kNaNs[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x7FFFFFFFu, 0xFFA00005u};
+
+// Element i of a pattern depends on (seed, i) alone, so the split over the host's cores changes no value; a serial
+// loop over 2^24 keys (the largest NaN case) cost ~0.1 s per case.
+template <class Set>
+void for_each_index(std::size_t n, const Set& set) {
+  labkit::parallel_for(
+      n,
+      [&](std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) set(i);
+      },
+      labkit::kElementGrain);
+}
 
 std::vector<float> make_keys(Pattern p, std::size_t n, std::uint64_t seed) {
   std::vector<float> k;
@@ -59,18 +74,18 @@ std::vector<float> make_keys(Pattern p, std::size_t n, std::uint64_t seed) {
     case Pattern::all_equal: return std::vector<float>(n, labkit::uniform_float(seed, 0, -1.f, 1.f));
     case Pattern::few_distinct:
       k.resize(n);
-      for (std::size_t i = 0; i < n; ++i) k[i] = 0.5f * float(labkit::uniform_int(seed, i, -4, 3));
+      for_each_index(n, [&](std::size_t i) { k[i] = 0.5f * float(labkit::uniform_int(seed, i, -4, 3)); });
       return k;
     case Pattern::signed_zeros: {
       const float pick[] = {-0.f, 0.f, -1e-40f, 1e-40f, -FLT_MIN, FLT_MIN, -1.f, 1.f};
       k.resize(n);
-      for (std::size_t i = 0; i < n; ++i) k[i] = pick[labkit::uniform_int(seed, i, 0, 7)];
+      for_each_index(n, [&](std::size_t i) { k[i] = pick[labkit::uniform_int(seed, i, 0, 7)]; });
       return k;
     }
     case Pattern::specials: {
       const float inf = std::numeric_limits<float>::infinity();
       k = labkit::random_floats(n, seed, -1.f, 1.f);
-      for (std::size_t i = 0; i < n; ++i) {
+      for_each_index(n, [&](std::size_t i) {
         const auto r = labkit::uniform_int(labkit::mix64(seed), i, 0, 15);
         if (r < 5) k[i] = labkit::bits_float(kNaNs[r]);
         else if (r == 5) k[i] = inf;
@@ -80,7 +95,7 @@ std::vector<float> make_keys(Pattern p, std::size_t n, std::uint64_t seed) {
         else if (r == 9) k[i] = FLT_MAX;
         else if (r == 10) k[i] = -FLT_MAX;
         else if (r == 11) k[i] = std::numeric_limits<float>::denorm_min();
-      }
+      });
       return k;
     }
   }
@@ -98,55 +113,130 @@ std::uint64_t input_seed(std::size_t n, Pattern p, Order o) {
   return labkit::gate::seed("keys n=" + std::to_string(n) + " " + kPatternName[int(p)] + " " + order_name(o));
 }
 
+template <class T>
+std::vector<T> download(const T* dev, std::size_t n) {
+  std::vector<T> host(n);
+  if (n) LABKIT_CUDA(cudaMemcpy(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+// A case's input. Random keys are written straight into device memory (fill_random_device gives random_floats'
+// bits) and made on the host only if the host check needs them: at 2^24 keys that saves the host's generation, a
+// fresh 64 MB vector and its upload. Every other pattern is made on the host once and uploaded.
+// The GPU check's reference is written again after the step ran, never kept on the device across the step's
+// run: a stray write of the step far past its guard bands cannot reach it.
+class Input {
+ public:
+  Input(Pattern p, std::size_t n, std::uint64_t seed) : p_(p), n_(n), seed_(seed) {
+    if (p != Pattern::random) host_ = make_keys(p, n, seed);
+  }
+  void write_to(float* dev) const {
+    if (n_ == 0) return;
+    if (p_ == Pattern::random) labkit::fill_random_device(dev, n_, seed_, -1.f, 1.f);
+    else LABKIT_CUDA(cudaMemcpy(dev, host_.data(), n_ * sizeof(float), cudaMemcpyHostToDevice));
+    LABKIT_CUDA(cudaDeviceSynchronize());  // complete for a step on any stream, as GuardedBuffer::upload is
+  }
+  const std::vector<float>& host() {
+    if (host_.size() != n_) host_ = make_keys(p_, n_, seed_);
+    return host_;
+  }
+
+ private:
+  Pattern p_;
+  std::size_t n_;
+  std::uint64_t seed_;
+  std::vector<float> host_;
+};
+
+// Whether a case's checks start on the GPU (device_check.h). Below 2^17 keys the host check costs less than the
+// launches and synchronizations. Never under compute-sanitizer: CUB's radix sort would be instrumented too
+// (racecheck pays for every shared-memory access), and the largest cases are left out there anyway.
+constexpr std::size_t kDeviceCheckMin = std::size_t(1) << 17;
+bool check_on_device(std::size_t n) { return n >= kDeviceCheckMin && !labkit::gate::under_sanitizer(); }
+
+// The order and permutation check. The GPU answers first where it can; anything but a clear "yes" goes to the host
+// check, which decides and diagnoses (device_check.h says why that gives the same verdict). A "yes" still passes
+// through gate::require, so LABKIT_GATE_TRACE keeps one line per check.
+bool sorted_on_device(const float* got, const Input& in, std::size_t n, Order o) {
+  const lab04_gates::on_device::Scratch<float> ref(n);
+  in.write_to(ref.data());
+  return lab04_gates::on_device::sorted_permutation(got, ref.data(), n, o == Order::descending);
+}
+
+void require_sorted(const float* got, Input& in, std::size_t n, Order o, const std::string& ctx) {
+  if (check_on_device(n) && sorted_on_device(got, in, n, o)) return labkit::gate::require(labkit::Verdict{}, ctx);
+  labkit::gate::require(check_sort(download(got, n), in.host(), o), ctx);
+}
+
+bool pairs_on_device(const float* keys, const u32* values, const Input& in, std::size_t n, Order o) {
+  const lab04_gates::on_device::Scratch<float> ref(n);
+  in.write_to(ref.data());
+  return lab04_gates::on_device::pairs_kept(keys, values, ref.data(), n, o == Order::descending);
+}
+
+void require_pairs(const float* keys, const u32* values, Input& in, std::size_t n, Order o, const std::string& ctx) {
+  if (check_on_device(n) && pairs_on_device(keys, values, in, n, o))
+    return labkit::gate::require(labkit::Verdict{}, ctx);
+  labkit::gate::require(check_pairs(download(keys, n), download(values, n), in.host(), o), ctx);
+}
+
+// A second identical run must give the same bits (NaN payloads and the order of equal keys' values included).
+template <class T>
+void require_same_runs(const T* first, const T* second, std::size_t n, const char* name, const std::string& ctx) {
+  if (check_on_device(n) && lab04_gates::on_device::same_bits(first, second, n * sizeof(T)))
+    return labkit::gate::require(labkit::Verdict{}, ctx);
+  labkit::CheckOptions opt;
+  opt.name = name;
+  labkit::gate::require(labkit::check_same_runs(download(first, n), download(second, n), opt), ctx);
+}
+
 // The sort works in place, so there is no separate output to poison: a slot the kernel never wrote still holds its
 // input value, which the permutation and order checks catch instead.
 void check_keys_case(Step s, std::size_t n, Pattern p, Order o) {
+  namespace dev = lab04_gates::on_device;
   const std::string ctx = context(s, n, p, o);
-  const std::vector<float> in = make_keys(p, n, input_seed(n, p, o));
+  Input in(p, n, input_seed(n, p, o));
   labkit::GuardedBuffer<float> d(n, "keys");
-  d.upload(in);
+  in.write_to(d.data());
   run_keys_checked(s, d.data(), n, o);
   LABKIT_CUDA(cudaDeviceSynchronize());  // a fault inside the kernel surfaces here, attributed to this step
   require_guards(d.check_guards(), ctx);
-  const std::vector<float> out = d.download();
-  labkit::gate::require(check_sort(out, in, o), ctx);
+  require_sorted(d.data(), in, n, o, ctx);
   // A bitonic network is deterministic: a second run must give the same bits (NaN payloads included). A sanitized
   // run leaves it out (labkit::gate::repeat_runs): the tool saw every access in the first.
   if (!labkit::gate::repeat_runs()) return;
-  d.upload(in);
+  const dev::Scratch<float> first(n);
+  dev::copy(first.data(), d.data(), n * sizeof(float));
+  in.write_to(d.data());
   run_keys_checked(s, d.data(), n, o);
   LABKIT_CUDA(cudaDeviceSynchronize());
-  labkit::CheckOptions opt;
-  opt.name = "keys";
-  labkit::gate::require(labkit::check_same_runs(out, d.download(), opt), ctx);
+  require_same_runs(first.data(), d.data(), n, "keys", ctx);
 }
 
 void check_pairs_case(std::size_t n, Pattern p, Order o) {
+  namespace dev = lab04_gates::on_device;
   const std::string ctx = context(Step::pairs, n, p, o);
-  const std::vector<float> in = make_keys(p, n, input_seed(n, p, o));
-  std::vector<u32> idx(n);
-  for (std::size_t i = 0; i < n; ++i) idx[i] = u32(i);
+  Input in(p, n, input_seed(n, p, o));
   labkit::GuardedBuffer<float> dk(n, "keys");
   labkit::GuardedBuffer<u32> dv(n, "values");
   auto run_once = [&] {
-    dk.upload(in);
-    dv.upload(idx);
+    in.write_to(dk.data());
+    dev::fill_index(dv.data(), n);  // values start as the index of their key
     labkit::gate::own_kernels(kStepName[int(Step::pairs)], [&] { lab04::sort_pairs(dk.data(), dv.data(), n, o); });
     LABKIT_CUDA(cudaDeviceSynchronize());
   };
   run_once();
   require_guards(dk.check_guards(), ctx);
   require_guards(dv.check_guards(), ctx);
-  const auto keys = dk.download();
-  const auto values = dv.download();
-  labkit::gate::require(check_pairs(keys, values, in, o), ctx);
+  require_pairs(dk.data(), dv.data(), in, n, o, ctx);
   if (!labkit::gate::repeat_runs()) return;
+  const dev::Scratch<float> first_keys(n);
+  const dev::Scratch<u32> first_values(n);
+  dev::copy(first_keys.data(), dk.data(), n * sizeof(float));
+  dev::copy(first_values.data(), dv.data(), n * sizeof(u32));
   run_once();  // equal keys may carry their values in any order, but in the same order on every run
-  labkit::CheckOptions opt;
-  opt.name = "keys";
-  labkit::gate::require(labkit::check_same_runs(keys, dk.download(), opt), ctx);
-  opt.name = "values";
-  labkit::gate::require(labkit::check_same_runs(values, dv.download(), opt), ctx);
+  require_same_runs(first_keys.data(), dk.data(), n, "keys", ctx);
+  require_same_runs(first_values.data(), dv.data(), n, "values", ctx);
 }
 
 // Sizes: the edges of every power of two that matters (warp 32, block 256/1024 threads, shared-memory chunks of
