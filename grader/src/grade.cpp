@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -29,7 +28,7 @@ void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double g
 
 void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict, GpuTurns* turns) {
   // Gates that already have an outcome (their step did not compile, or was not submitted: apply_build) are not run.
-  // The visible gates first, then the hidden ones, each in up to two processes (the untimed gates, then the speed
+  // The visible gates first, then the hidden ones, each in up to two processes (the speed gates, then the untimed
   // gates) followed by their memory and race checks. Every process of the hidden gates starts after the last of
   // the visible ones has ended, so nothing the student's code saw in a hidden gate (its inputs) can reach a
   // visible gate's message, console tail or sanitizer report, which students read. The speed gates' process takes
@@ -40,11 +39,10 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
   // One lab time limit for all runs, counted as the limits count: by progress. The clock (lab.run_seconds) would
   // leave the later runs nothing after one that waited long for a busy machine's CPUs.
   double used = 0;
-  // EXPERIMENT (session 14): which of a visibility's two processes runs first.
-  static const bool speed_first = std::getenv("LABGRADE_SPEED_LAST") == nullptr;
   for (const int hidden : {0, 1}) {
-    const int orders[2][2] = {{0, 1}, {1, 0}};
-    for (const int speed : orders[speed_first ? 1 : 0]) {
+    // The speed process first: labs that start together then take their exclusive turns one after another before
+    // any untimed run has started, instead of each waiting for the others' untimed runs to end.
+    for (const int speed : {1, 0}) {
       const auto& todo = ids[hidden][speed];
       if (todo.empty()) continue;
       GateRunSpec s = spec;
