@@ -111,20 +111,14 @@ std::string describe_pattern(const CheckOptions& opt, const PatternInput& in) {
 // the list is the one a single loop gives.
 template <class Differs>
 std::vector<std::size_t> differing_indices(std::size_t n, const Differs& differs) {
-  std::mutex m;
-  std::map<std::size_t, std::vector<std::size_t>> parts;  // by the first index of the range
-  parallel_for(
-      n,
-      [&](std::size_t b, std::size_t e) {
-        std::vector<std::size_t> found;
-        for (std::size_t i = b; i < e; ++i)
-          if (differs(i)) found.push_back(i);
-        std::lock_guard<std::mutex> lock(m);
-        parts.emplace(b, std::move(found));
-      },
-      kElementGrain);
   std::vector<std::size_t> all;
-  for (auto& [b, found] : parts) all.insert(all.end(), found.begin(), found.end());
+  for (const auto& found : parallel_parts<std::vector<std::size_t>>(n, [&](std::size_t b, std::size_t e) {
+         std::vector<std::size_t> f;
+         for (std::size_t i = b; i < e; ++i)
+           if (differs(i)) f.push_back(i);
+         return f;
+       }))
+    all.insert(all.end(), found.begin(), found.end());
   return all;
 }
 
@@ -388,6 +382,11 @@ Verdict check_equal(const std::vector<T>& got, const std::vector<T>& expected, c
   return v;
 }
 
+std::string unmodified_message(const std::string& name, std::size_t first) {
+  return "the input " + name + " was modified (first at " + name + "[" + std::to_string(first) +
+         "]): a kernel wrote to an array it should only read";
+}
+
 template <class T>
 Verdict check_unmodified(const std::vector<T>& after, const std::vector<T>& before, const std::string& name) {
   Verdict v;
@@ -396,8 +395,7 @@ Verdict check_unmodified(const std::vector<T>& after, const std::vector<T>& befo
       differing_indices(before.size(), [&](std::size_t i) { return !same_bits(after[i], before[i]); });
   v.wrong = changed.size();
   if (v.wrong)
-    v.message = "the input " + name + " was modified (first at " + name + "[" + std::to_string(changed.front()) +
-                "]): a kernel wrote to an array it should only read";
+    v.message = unmodified_message(name, changed.front());
   v.ok = v.wrong == 0;
   return v;
 }

@@ -156,9 +156,7 @@ Verdict unmodified_device(const T* dev, std::size_t n, std::uint64_t seed, const
   const auto r = s.read();
   v.wrong = r[0];
   v.ok = v.wrong == 0;
-  if (!v.ok)  // check_unmodified's own words
-    v.message = "the input " + name + " was modified (first at " + name + "[" + std::to_string(r[1]) +
-                "]): a kernel wrote to an array it should only read";
+  if (!v.ok) v.message = unmodified_message(name, r[1]);
   return v;
 }
 

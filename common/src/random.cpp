@@ -30,9 +30,13 @@ std::vector<float> random_floats(std::size_t n, std::uint64_t seed, float lo, fl
   return v;
 }
 
+void fill_random(std::vector<double>& v, std::uint64_t seed, double lo, double hi) {
+  fill_indexed(v.size(), [&](std::size_t i) { v[i] = uniform_double(seed, i, lo, hi); });
+}
+
 std::vector<double> random_doubles(std::size_t n, std::uint64_t seed, double lo, double hi) {
   std::vector<double> v(n);
-  fill_indexed(n, [&](std::size_t i) { v[i] = uniform_double(seed, i, lo, hi); });
+  fill_random(v, seed, lo, hi);
   return v;
 }
 

@@ -44,9 +44,10 @@ std::vector<double> matmul_ref(int M, int N, int K, const std::vector<float>& A,
 
 double matmul_ref_at(int, int N, int K, const std::vector<float>& A, const std::vector<float>& B,
                      const std::vector<float>& C0, int i, int j) {
-  double acc = 0;
-  for (int k = 0; k < K; ++k) acc += double(A[std::size_t(i) * K + k]) * B[std::size_t(k) * N + j];
-  return double(C0[std::size_t(i) * N + j]) + acc;
+  auto a = [&](int r, int k) { return A[std::size_t(r) * K + k]; };
+  auto b = [&](int k, int c) { return B[std::size_t(k) * N + c]; };
+  auto c0 = [&](int r, int c) { return C0[std::size_t(r) * N + c]; };
+  return matmul_ref_at_of(K, a, b, c0, i, j);
 }
 
 double matmul_abs_max(int M, int N, int K, const std::vector<float>& A, const std::vector<float>& B,

@@ -95,10 +95,6 @@ class RunProgress {
     const auto it = lab_seconds_.find(lab);
     return it == lab_seconds_.end() ? 0 : it->second;
   }
-  void lab_seconds(const std::string& lab, double secs) {
-    std::lock_guard<std::mutex> lock(mu_);
-    lab_seconds_[lab] = secs;
-  }
   void gate(const std::string& lab, const std::string& id) {
     std::lock_guard<std::mutex> lock(mu_);
     running_[lab] = id;
@@ -112,8 +108,10 @@ class RunProgress {
     drawn_ = false;
     draw();
   }
-  void lab_done(const std::string& lab) {
+  // `seconds`: the lab's own run time, kept for the next run's order.
+  void lab_done(const std::string& lab, double seconds) {
     std::lock_guard<std::mutex> lock(mu_);
+    lab_seconds_[lab] = seconds;
     running_.erase(lab);
     ++done_;
     draw();
@@ -317,8 +315,7 @@ int grade_main(const GradeOptions& opts) {
     for (const auto& note : lab.notes)
       if (note.rfind("memcheck:", 0) == 0 || note.rfind("racecheck:", 0) == 0)
         text += "labgrade:   " + trim_message(note, 1, 240) + "\n";
-    progress.lab_seconds(recipe.lab, lab.run_seconds);
-    progress.lab_done(recipe.lab);
+    progress.lab_done(recipe.lab, lab.run_seconds);
     progress.print(text);
   });
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

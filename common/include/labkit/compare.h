@@ -60,6 +60,8 @@ Verdict check_equal(const std::vector<T>& got, const std::vector<T>& expected, c
 // An input the kernel must not modify.
 template <class T>
 Verdict check_unmodified(const std::vector<T>& after, const std::vector<T>& before, const std::string& name);
+// check_unmodified's message for an input first modified at index `first` (the device check words it the same).
+std::string unmodified_message(const std::string& name, std::size_t first);
 
 // "rows 3, 7, 64-99" from a sorted list of indices.
 std::string format_ranges(const std::vector<std::size_t>& sorted_indices, std::size_t max_items = 6);

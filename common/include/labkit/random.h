@@ -46,6 +46,9 @@ std::uint64_t derive_seed(std::uint64_t base, std::string_view label);
 // Host-side fills (identical to the device fills below).
 std::vector<float> random_floats(std::size_t n, std::uint64_t seed, float lo = -1.f, float hi = 1.f);
 std::vector<double> random_doubles(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0);
+// The same values written into an existing vector (all v.size() of them): a gate that draws a large input per case
+// keeps one vector instead of page-faulting a fresh one each time.
+void fill_random(std::vector<double>& v, std::uint64_t seed, double lo = -1.0, double hi = 1.0);
 
 // Device-side fills of an existing allocation (no host round trip for large inputs).
 void fill_random_device(float* dev, std::size_t n, std::uint64_t seed, float lo = -1.f, float hi = 1.f);

@@ -357,11 +357,12 @@ struct GeneratedInputs {
   int n;
   std::uint64_t sA, sB, sC;
   static float at(std::uint64_t seed, std::size_t i) { return labkit::uniform_float(seed, i, -1.f, 1.f); }
-  // C0(i,j) + sum_k A(i,k) B(k,j), with labkit::matmul_ref_at's arithmetic (double, k in order).
+  // C0(i,j) + sum_k A(i,k) B(k,j), by labkit::matmul_ref_at's own arithmetic.
   double ref_at(int i, int j) const {
-    double acc = 0;
-    for (int k = 0; k < n; ++k) acc += double(at(sA, std::size_t(i) * n + k)) * at(sB, std::size_t(k) * n + j);
-    return double(at(sC, std::size_t(i) * n + j)) + acc;
+    auto element = [this](std::uint64_t seed) {
+      return [this, seed](int r, int c) { return at(seed, std::size_t(r) * n + c); };
+    };
+    return labkit::matmul_ref_at_of(n, element(sA), element(sB), element(sC), i, j);
   }
 };
 

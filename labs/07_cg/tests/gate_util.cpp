@@ -15,7 +15,7 @@ labkit::CusparseHandle& cusparse() {
 // Row i's error is <= (len_i + 1) u sum_j |a_ij x_j| for any order of its sum; x 2 for the products.
 double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x) {
   double worst = 0;
-  for (double w : parts_in_order<double>(std::size_t(A.rows), [&](std::size_t b, std::size_t e) {
+  for (double w : labkit::parallel_parts<double>(std::size_t(A.rows), [&](std::size_t b, std::size_t e) {
          double part = 0;
          for (std::size_t i = b; i < e; ++i) {
            double m = 0;

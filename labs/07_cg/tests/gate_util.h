@@ -15,8 +15,6 @@
 #include <numeric>
 #include <sstream>
 #include <memory>
-#include <mutex>
-#include <utility>
 #include <string>
 #include <vector>
 
@@ -53,27 +51,6 @@ inline double dot_ld(const std::vector<double>& a, const std::vector<double>& b)
   return double(s);
 }
 inline double norm_ld(const std::vector<double>& a) { return std::sqrt(dot_ld(a, a)); }
-
-// The partial results of body(b, e) over ranges of [0, n) computed on every core, returned in range order: a sum
-// of them then depends only on n and the number of cores, not on which thread finished first. For the speed gates'
-// references over 10^7 elements, which took a few hundred milliseconds of each gate on one core.
-template <class Part, class Body>
-std::vector<Part> parts_in_order(std::size_t n, const Body& body) {
-  std::mutex m;
-  std::vector<std::pair<std::size_t, Part>> parts;
-  labkit::parallel_for(
-      n,
-      [&](std::size_t b, std::size_t e) {
-        Part p = body(b, e);
-        std::lock_guard<std::mutex> lock(m);
-        parts.emplace_back(b, std::move(p));
-      },
-      labkit::kElementGrain);
-  std::sort(parts.begin(), parts.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
-  std::vector<Part> out;
-  for (auto& p : parts) out.push_back(std::move(p.second));
-  return out;
-}
 
 inline void sync() { LABKIT_CUDA(cudaDeviceSynchronize()); }  // a fault inside a kernel surfaces here, in this step
 

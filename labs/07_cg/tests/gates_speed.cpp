@@ -185,7 +185,7 @@ TEST_CASE("step1.speed", "[lab07][step1][speed]") {
     };
     long double dot = 0;
     double mag = 0;
-    for (const Part& p : parts_in_order<Part>(std::size_t(n), [&](std::size_t b, std::size_t e) {
+    for (const Part& p : labkit::parallel_parts<Part>(std::size_t(n), [&](std::size_t b, std::size_t e) {
            Part part;
            for (std::size_t i = b; i < e; ++i) {
              const double xi = labkit::uniform_double(sx, i, -1.0, 1.0), yi = labkit::uniform_double(sy, i, -1.0, 1.0);
@@ -261,7 +261,7 @@ TEST_CASE("step2.speed", "[lab07][step2][speed]") {
     };
     long double sum = 0;
     double mag = 0;
-    for (const Part& p : parts_in_order<Part>(std::size_t(n), [&](std::size_t b, std::size_t e) {
+    for (const Part& p : labkit::parallel_parts<Part>(std::size_t(n), [&](std::size_t b, std::size_t e) {
            Part part;
            for (std::size_t i = b; i < e; ++i) {
              const double pi = labkit::uniform_double(sp, i, -1.0, 1.0);
