@@ -1,12 +1,14 @@
 // Lab 04 reference, step 5: keys only, step 3's structure with several network steps per pass: a thread loads the
 // 2^r slots that interact across r consecutive steps into registers, does the r steps there and writes them back
-// (one global pass instead of r); in shared memory the same, plus every step with j < 32 inside one thread's row
-// of 32 keys.
+// (one global pass instead of r). Inside a chunk every step runs in registers: a thread holds 32 keys that differ in
+// five index bits, and shared memory only moves the keys between three such layouts (rows of 32 for j < 32, then
+// j = 32..512, then j >= 1024), so a stage of a 2^15-key chunk costs three barriers instead of one per step.
 //
 // The network is step 2's "flip" form (mirror first step of each stage, smaller key to the lower index), so that
 // padding slots (i >= n) never change; here that follows from integer keys without a branch (see below).
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bitonic_sort.h"
@@ -19,11 +21,12 @@ namespace {
 #ifndef LAB04_FUSE_GLOBAL
 #define LAB04_FUSE_GLOBAL 5
 #endif
-#ifndef LAB04_FUSE_SHARED
-#define LAB04_FUSE_SHARED 4  // 5 spills: 32 keys + their 32 shared addresses exceed 64 registers (1024 threads)
+#ifndef LAB04_BALANCED_PASSES
+#define LAB04_BALANCED_PASSES 1  // 0: a stage's global passes take kFuseGlobal steps each while they can (5 + 1)
 #endif
-constexpr int kFuseGlobal = LAB04_FUSE_GLOBAL, kFuseShared = LAB04_FUSE_SHARED;
-static_assert(kFuseGlobal >= 1 && kFuseGlobal <= 5 && kFuseShared >= 1 && kFuseShared <= 5, "1..5 steps per pass");
+constexpr int kFuseGlobal = LAB04_FUSE_GLOBAL;
+constexpr bool kBalancedPasses = LAB04_BALANCED_PASSES != 0;
+static_assert(kFuseGlobal >= 1 && kFuseGlobal <= 5, "1..5 steps per global pass");
 
 void check_args(const void* keys, std::size_t n, const char* step) {
   if (n > kMaxN)
@@ -139,38 +142,6 @@ __host__ __device__ __forceinline__ int pass_steps(int hi, int lo, int max_r) {
   return hi - lo + 1 < max_r ? hi - lo + 1 : max_r;
 }
 
-// Fused passes on a chunk in shared memory: every group of 2^R slots once (chunk / 2^R groups, chunk / 32
-// threads: 32 / 2^R groups per thread), then a barrier.
-template <int R>
-__device__ __forceinline__ void shared_pass(std::uint32_t* s, std::uint32_t chunk, std::uint32_t lj, bool flip) {
-  const std::uint32_t groups = chunk >> R;
-  for (std::uint32_t g = threadIdx.x; g < groups; g += blockDim.x) {  // same trip count for every thread
-    std::uint32_t v[1 << R];
-#pragma unroll
-    for (int m = 0; m < (1 << R); ++m) v[m] = s[pad(group_slot<R>(g, m, lj, flip))];
-    network_steps<R>(v, flip);
-#pragma unroll
-    for (int m = 0; m < (1 << R); ++m) s[pad(group_slot<R>(g, m, lj, flip))] = v[m];
-  }
-  __syncthreads();  // the next pass (or the rows) may read any slot written here
-}
-
-// Steps j = 2^hi .. 2^lo (lo >= 5) of one stage on a chunk in shared memory, in passes of up to kFuseShared steps.
-__device__ __forceinline__ void shared_steps(std::uint32_t* s, std::uint32_t chunk, int hi, int lo, bool flip) {
-  while (hi >= lo) {  // hi, lo are the same in every thread: every thread reaches every barrier
-    const int r = pass_steps(hi, lo, kFuseShared), lj = hi - r + 1;
-    switch (r) {
-      case 1: shared_pass<1>(s, chunk, lj, flip); break;
-      case 2: if constexpr (kFuseShared >= 2) shared_pass<2>(s, chunk, lj, flip); break;
-      case 3: if constexpr (kFuseShared >= 3) shared_pass<3>(s, chunk, lj, flip); break;
-      case 4: if constexpr (kFuseShared >= 4) shared_pass<4>(s, chunk, lj, flip); break;
-      default: if constexpr (kFuseShared >= 5) shared_pass<5>(s, chunk, lj, flip); break;
-    }
-    flip = false;
-    hi = lj - 1;
-  }
-}
-
 __device__ __forceinline__ void row_load(const std::uint32_t* s, std::uint32_t (&v)[kRow]) {
 #pragma unroll
   for (int e = 0; e < kRow; ++e) v[e] = s[threadIdx.x * (kRow + 1) + e];
@@ -194,39 +165,169 @@ __device__ __forceinline__ void fused_store_chunk(float* keys, const std::uint32
     if (base + i < n) keys[base + i] = __uint_as_float(labkit::float_from_sort_key(s[pad(i)], mask));
 }
 
-// Kernel A of step 5: sort each chunk (chunk / 32 threads, one row each; chunk = 2^lc >= 32).
+// The chunk kernels: every step inside a chunk in registers. A thread holds 32 keys whose slots differ only in five
+// index bits b .. b+4 (the "register bits"); its thread index supplies the other bits. Every step whose distance is
+// one of those bits is then a compare-exchange between two of its registers. Three such layouts (b = 10, 5 and 0
+// for a 2^15 chunk) cover a stage's 15 steps, and shared memory only carries the keys from one layout to the next:
+// three barriers and three round trips through shared memory for a stage, where passes over 16-key groups in shared
+// memory need five of each (the merge kernel went from 111 to 63 us at 2^24 keys on an H200, tune04).
+//
+// Layout b: thread t holds slot(t, m) = (t >> b) << (b + 5) | m << b | (t & (2^b - 1)), m = 0 .. 31. For b >= 5 a
+// warp's 32 lanes hold, for each m, 32 consecutive slots: coalesced in global memory and, with the padding of
+// pad(), conflict-free in shared memory; b = 0 is a row (32 consecutive slots per thread, 33t + m after padding).
+template <int B>
+__device__ __forceinline__ std::uint32_t layout_slot(std::uint32_t t, int m) {
+  return ((t >> B) << (B + 5)) | (std::uint32_t(m) << B) | (t & ((1u << B) - 1));
+}
+// pad(layout_slot<B>(t, m)) = pad(layout_slot<B>(t, 0)) + m * layout_stride<B>() for b = 0 and b >= 5 (the only
+// layouts used): the bit fields do not overlap and m's bits survive the division by 32 whole, so the 32
+// shared-memory addresses are one register plus compile-time offsets.
+template <int B>
+__host__ __device__ constexpr std::uint32_t layout_stride() {
+  static_assert(B == 0 || B >= 5, "layouts b = 0 (rows) and b >= 5");
+  if constexpr (B == 0) return 1u;
+  else return (1u << B) + (1u << (B - 5));
+}
+template <int B>
+__device__ __forceinline__ std::uint32_t layout_addr(std::uint32_t t, int m) {
+  return pad(layout_slot<B>(t, 0)) + std::uint32_t(m) * layout_stride<B>();
+}
+
+// The steps with distances 2^HI .. 2^LO (B <= LO <= HI <= B+4) of a stage, none of them a mirror step: slot
+// layout_slot(t, m) meets layout_slot(t, m + 2^(d-B)), in the same thread.
+template <int B, int HI, int LO>
+__device__ __forceinline__ void layout_steps(std::uint32_t (&v)[kRow]) {
+#pragma unroll
+  for (int d = HI; d >= LO; --d)
+#pragma unroll
+    for (int m = 0; m < kRow; ++m)
+      if (!(m & (1 << (d - B)))) cmpx(v[m], v[m + (1 << (d - B))]);
+}
+
+template <int B>
+__device__ __forceinline__ void layout_load(const std::uint32_t* s, std::uint32_t (&v)[kRow]) {
+#pragma unroll
+  for (int m = 0; m < kRow; ++m) v[m] = s[layout_addr<B>(threadIdx.x, m)];
+}
+template <int B>
+__device__ __forceinline__ void layout_store(std::uint32_t* s, const std::uint32_t (&v)[kRow]) {
+#pragma unroll
+  for (int m = 0; m < kRow; ++m) s[layout_addr<B>(threadIdx.x, m)] = v[m];
+}
+
+// A stage's mirror step (slot i meets i ^ (2^LK - 1)) in layout B, B <= LK-1 <= B+4: it flips the stage's top bit
+// h = LK-1-B of m, the m bits below it and all of the thread's low bits t & (2^B - 1). As in the fused global passes,
+// the upper half of the thread's slots (bit h of m set) takes its low bits mirrored; then slot m meets slot
+// m ^ (2^(h+1) - 1) of the same thread, and the plain steps after it (bits below h) stay inside one half. Mirrored
+// low bits only reverse a warp's run of 32 consecutive slots: still coalesced and conflict-free.
+template <int B, int LK>
+__device__ __forceinline__ std::uint32_t mirror_addr(std::uint32_t t, int m) {
+  constexpr int h = LK - 1 - B;
+  return layout_addr<B>((m >> h) & 1 ? t ^ ((1u << B) - 1) : t, m);
+}
+template <int B, int LK>
+__device__ __forceinline__ void mirror_load(const std::uint32_t* s, std::uint32_t (&v)[kRow]) {
+#pragma unroll
+  for (int m = 0; m < kRow; ++m) v[m] = s[mirror_addr<B, LK>(threadIdx.x, m)];
+}
+template <int B, int LK>
+__device__ __forceinline__ void mirror_store(std::uint32_t* s, const std::uint32_t (&v)[kRow]) {
+#pragma unroll
+  for (int m = 0; m < kRow; ++m) s[mirror_addr<B, LK>(threadIdx.x, m)] = v[m];
+}
+// Stage 2^LK's steps from its mirror step (distance 2^(LK-1)) down to 2^LO, in layout B (loaded by mirror_load).
+template <int B, int LK, int LO>
+__device__ __forceinline__ void mirror_steps(std::uint32_t (&v)[kRow]) {
+  constexpr int h = LK - 1 - B, M = (2 << h) - 1;
+#pragma unroll
+  for (int m = 0; m < kRow; ++m)
+    if (!((m >> h) & 1)) cmpx(v[m], v[m ^ M]);
+  layout_steps<B, LK - 2, LO>(v);
+}
+
+// The layouts of a chunk of 2^LC keys (10 <= LC <= 15): rows (b = 0) for bits 0..4, b = 5 for bits 5..9 and
+// b = kTop = LC - 5 for bits 10..LC-1 (when fewer than five bits are left, b < 10 keeps a thread's 32 slots in the
+// chunk; with LC = 10 there are none).
+constexpr int kMid = 5;
+template <int LC>
+constexpr int kTop = LC - 5;
+
+// Stage 2^LK (6 <= LK <= LC) of the chunk sort: the chunk is in shared memory as rows before and after.
+template <int LC, int LK>
+__device__ __forceinline__ void sort_stage(std::uint32_t* s, std::uint32_t (&v)[kRow]) {
+  constexpr int TOP = kTop<LC>, MID = kMid;
+  if constexpr (LK > 10) {
+    mirror_load<TOP, LK>(s, v);
+    mirror_steps<TOP, LK, 10>(v);
+    mirror_store<TOP, LK>(s, v);
+    __syncthreads();  // the next layout reads slots that other threads wrote
+    layout_load<MID>(s, v);
+    layout_steps<MID, 9, 5>(v);
+    layout_store<MID>(s, v);
+  } else {
+    mirror_load<MID, LK>(s, v);
+    mirror_steps<MID, LK, 5>(v);
+    mirror_store<MID, LK>(s, v);
+  }
+  __syncthreads();
+  row_load(s, v);
+  row_merge(v);  // j = 16 .. 1
+  row_store(s, v);
+}
+template <int LC, int... I>
+__device__ __forceinline__ void sort_stages(std::uint32_t* s, std::uint32_t (&v)[kRow],
+                                            std::integer_sequence<int, I...>) {
+  (sort_stage<LC, 6 + I>(s, v), ...);  // stages 2^6 .. 2^LC, in order (each layout is compile-time)
+}
+
+// Kernel A of step 5: sort each chunk of 2^LC keys (2^(LC-5) threads, one row each).
+template <int LC>
 __global__ void __launch_bounds__(1024, 1) fused_sort_chunks_kernel(float* keys, std::uint32_t n,
-                                                                    std::uint32_t chunk, int lc, std::uint32_t mask) {
+                                                                    std::uint32_t mask) {
+  static_assert(LC >= 10 && LC <= 15, "chunks of 2^10 .. 2^15 keys");
   extern __shared__ std::uint32_t s[];
-  const std::uint32_t base = blockIdx.x * chunk;
+  const std::uint32_t base = blockIdx.x * (1u << LC);
   if (base >= n) return;  // a chunk of padding only (the same for the whole block: no barrier is skipped)
-  fused_load_chunk(keys, s, base, n, chunk, mask);
+  fused_load_chunk(keys, s, base, n, 1u << LC, mask);
   std::uint32_t v[kRow];
   row_load(s, v);
   row_sort(v);  // stages 2 .. 32 in registers
   row_store(s, v);
-  for (int lk = 6; lk <= lc; ++lk) {            // stage k = 2^lk
-    shared_steps(s, chunk, lk - 1, 5, true);    // j = k/2 .. 32 (the first one mirrored)
-    row_load(s, v);
-    row_merge(v);                               // j = 16 .. 1
-    row_store(s, v);
-  }
-  fused_store_chunk(keys, s, base, n, chunk, mask);
+  sort_stages<LC>(s, v, std::make_integer_sequence<int, LC - 5>{});
+  fused_store_chunk(keys, s, base, n, 1u << LC, mask);
 }
 
-// Kernel B of step 5: the steps j = chunk/2 .. 1 of a stage k > chunk.
+// Kernel B of step 5: the steps j = chunk/2 .. 1 of a stage k > chunk (no mirror step: that was a global pass's).
+// The first layout is loaded straight from global memory, the last goes back through shared memory so that the
+// store is coalesced.
+template <int LC>
 __global__ void __launch_bounds__(1024, 1) fused_merge_chunks_kernel(float* keys, std::uint32_t n,
-                                                                     std::uint32_t chunk, int lc, std::uint32_t mask) {
+                                                                     std::uint32_t mask) {
+  static_assert(LC >= 10 && LC <= 15, "chunks of 2^10 .. 2^15 keys");
+  constexpr int TOP = kTop<LC>, MID = kMid;
   extern __shared__ std::uint32_t s[];
-  const std::uint32_t base = blockIdx.x * chunk;
-  if (base >= n) return;
-  fused_load_chunk(keys, s, base, n, chunk, mask);
-  shared_steps(s, chunk, lc - 1, 5, false);  // j = chunk/2 .. 32
+  const std::uint32_t base = blockIdx.x * (1u << LC);
+  if (base >= n) return;  // a chunk of padding only (the same for the whole block: no barrier is skipped)
+  constexpr int FIRST = LC > 10 ? TOP : MID;  // the first layout, loaded from global memory (coalesced: b >= 5)
   std::uint32_t v[kRow];
+#pragma unroll
+  for (int m = 0; m < kRow; ++m) {
+    const std::uint32_t i = base + layout_slot<FIRST>(threadIdx.x, m);
+    v[m] = i < n ? labkit::float_sort_key(__float_as_uint(keys[i]), mask) : kPadKey;
+  }
+  if constexpr (LC > 10) {
+    layout_steps<TOP, LC - 1, 10>(v);
+    layout_store<TOP>(s, v);
+    __syncthreads();  // the next layout reads slots that other threads wrote
+    layout_load<MID>(s, v);
+  }
+  layout_steps<MID, 9, 5>(v);
+  layout_store<MID>(s, v);
+  __syncthreads();
   row_load(s, v);
   row_merge(v);  // j = 16 .. 1
-  row_store(s, v);
-  fused_store_chunk(keys, s, base, n, chunk, mask);
+  row_store(s, v);  // ends with a barrier: the coalesced store below reads other threads' rows
+  fused_store_chunk(keys, s, base, n, 1u << LC, mask);
 }
 
 // A fused global pass: R steps of one stage (distances 2^(lj+R-1) .. 2^lj, all >= chunk), one group per thread,
@@ -264,13 +365,15 @@ struct FusedPass {
   bool flip;      // the pass starts with the stage's mirror step
 };
 
-// log2 of the chunk: 2^15 keys (1024 threads of 32) when the padded chunk fits the opt-in shared memory.
+// log2 of the chunk: 2^15 keys (1024 threads of 32) when the padded chunk fits the opt-in shared memory (every CUDA
+// GPU has room for 2^10). Never below 2^10, so that the chunk kernels' layouts exist: a small array is one chunk
+// with padding behind it (padding costs a few compare-exchanges in registers, never a load or a store).
 int fused_log_chunk(std::uint32_t N, int optin_bytes) {
   int lc = 15;
-  while (lc > 5 && (std::size_t(1) << lc) / 32 * 33 * sizeof(std::uint32_t) > std::size_t(optin_bytes)) --lc;
+  while (lc > 10 && (std::size_t(1) << lc) / 32 * 33 * sizeof(std::uint32_t) > std::size_t(optin_bytes)) --lc;
   int ln = 0;
   while ((std::uint32_t(1) << ln) < N) ++ln;
-  if (ln < lc) lc = ln < 5 ? 5 : ln;  // small arrays: one block; at least one row of 32 (padding fills it)
+  if (ln < lc) lc = ln < 10 ? 10 : ln;  // small arrays: one block
   return lc;
 }
 
@@ -279,16 +382,41 @@ std::vector<FusedPass> fused_plan(std::uint32_t N, int lc) {
   int ln = 0;
   while ((std::uint32_t(1) << ln) < N) ++ln;
   for (int lk = lc + 1; lk <= ln; ++lk) {  // stage k = 2^lk: steps j = 2^(lk-1) .. 2^lc in global memory
+    // The stage's lk - lc global steps in the fewest passes, as even as possible (6 steps as 3 + 3, not 5 + 1): a
+    // pass of r steps holds 2^r keys per thread, and the largest passes move their bytes the slowest.
+    const int steps = lk - lc, passes = (steps + kFuseGlobal - 1) / kFuseGlobal;
     bool flip = true;
-    for (int hi = lk - 1; hi >= lc;) {
-      const int r = pass_steps(hi, lc, kFuseGlobal), lj = hi - r + 1;
+    for (int q = 0, hi = lk - 1; q < passes; ++q) {
+      const int left = hi - lc + 1;
+      const int r = kBalancedPasses ? (left + (passes - q) - 1) / (passes - q) : pass_steps(hi, lc, kFuseGlobal);
+      const int lj = hi - r + 1;
       plan.push_back({r, lj, flip});
       flip = false;
       hi = lj - 1;
     }
-    plan.push_back({0, 0, false});  // then j = chunk/2 .. 1 in shared memory and registers
+    plan.push_back({0, 0, false});  // then j = chunk/2 .. 1 in registers (fused_merge_chunks_kernel)
   }
   return plan;
+}
+
+// The chunk kernels for chunks of 2^lc keys (their layouts are compile-time: see fused_sort_chunks_kernel).
+using ChunkKernel = void (*)(float*, std::uint32_t, std::uint32_t);
+struct ChunkKernels {
+  ChunkKernel sort, merge;
+};
+template <int LC>
+ChunkKernels chunk_kernels_of() {
+  return {fused_sort_chunks_kernel<LC>, fused_merge_chunks_kernel<LC>};
+}
+ChunkKernels chunk_kernels(int lc) {
+  switch (lc) {
+    case 10: return chunk_kernels_of<10>();
+    case 11: return chunk_kernels_of<11>();
+    case 12: return chunk_kernels_of<12>();
+    case 13: return chunk_kernels_of<13>();
+    case 14: return chunk_kernels_of<14>();
+    default: return chunk_kernels_of<15>();  // fused_log_chunk returns 10 .. 15
+  }
 }
 
 template <int R>
@@ -309,14 +437,15 @@ void sort_fused_keys(float* keys, std::size_t n_in, Order order) {
   const unsigned threads = chunk / kRow;
   const unsigned blocks = N > chunk ? N / chunk : 1;
   const std::size_t smem = std::size_t(chunk) / 32 * 33 * sizeof(std::uint32_t);
-  LABKIT_CUDA(cudaFuncSetAttribute(fused_sort_chunks_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  LABKIT_CUDA(cudaFuncSetAttribute(fused_merge_chunks_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  fused_sort_chunks_kernel<<<blocks, threads, smem>>>(keys, n, chunk, lc, mask);
+  const ChunkKernels k = chunk_kernels(lc);
+  LABKIT_CUDA(cudaFuncSetAttribute(k.sort, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  LABKIT_CUDA(cudaFuncSetAttribute(k.merge, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  k.sort<<<blocks, threads, smem>>>(keys, n, mask);
   LABKIT_CHECK_LAUNCH();
   for (const FusedPass& p : fused_plan(N, lc)) {
     switch (p.r) {
       case 0:
-        fused_merge_chunks_kernel<<<blocks, threads, smem>>>(keys, n, chunk, lc, mask);
+        k.merge<<<blocks, threads, smem>>>(keys, n, mask);
         LABKIT_CHECK_LAUNCH();
         break;
       case 1: fused_global_pass<1>(keys, n, N, p.lj, p.flip, mask); break;

@@ -6,9 +6,10 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90 --extended-lambda -Ilabs/04_bitonic_sort -Ilabs/04_bitonic_sort/tests \
 //     -Icommon/include tools/tuning/tune04.cu tools/tuning/tune04_step3.cu \
 //     solutions/04_bitonic_sort/step1_global_pow2.cu build/gpu/common/liblabkit.a -lcublas -lcusparse -o /tmp/tune04
-// Variants: add -DLAB04_FUSE_GLOBAL=4 (steps per fused global pass, 1..5) or -DLAB04_FUSE_SHARED=3 (1..5; 5 spills);
+// Variants: add -DLAB04_FUSE_GLOBAL=4 (steps per fused global pass, 1..5) or -DLAB04_BALANCED_PASSES=0 (5 + 1, not 3 + 3);
 // for step 3, -DLAB04_STEP3_CHUNK_LOG2=13 (the largest chunk, 2^13 keys) and -DLAB04_STEP3_THREADS=512.
-// Usage: /tmp/tune04 [--quick]   (--quick: 2^24 only, no 2^26)
+// Usage: /tmp/tune04 [--quick] [--step5]   (--quick: 2^24 only, no 2^26; --step5: only step 5 against thrust, with
+// 2^20 and a few small sizes added)
 #include "../../solutions/04_bitonic_sort/step5_fused.cu"
 #include "thrust_sort.cu"
 #include "tune04.h"
@@ -31,6 +32,7 @@ namespace {
 using u32 = std::uint32_t;
 using SortFn = std::function<void(float*, std::size_t)>;
 int g_failures = 0;
+bool g_step5_only = false;  // --step5: step 5 and thrust only
 
 // Exact check against std::sort (labkit::sort_ref): position by position the order keys must agree (NaNs are all
 // equal there), and the output must be, bit for bit, a permutation of the input.
@@ -75,10 +77,12 @@ void correctness(std::size_t n) {
       const std::vector<float> in = pattern ? specials(n, 99 + n) : labkit::random_floats(n, 7 + n, -1.f, 1.f);
       const lab04::Order o = desc ? lab04::Order::descending : lab04::Order::ascending;
       labkit::DeviceBuffer<float> d(in);
-      lab04::sort_shared(d.data(), n, o);
-      LABKIT_CUDA(cudaDeviceSynchronize());
-      check_against_std_sort(d.download(), in, desc, pattern ? "step 3, NaN/inf/zeros" : "step 3, random");
-      d.upload(in);
+      if (!g_step5_only) {
+        lab04::sort_shared(d.data(), n, o);
+        LABKIT_CUDA(cudaDeviceSynchronize());
+        check_against_std_sort(d.download(), in, desc, pattern ? "step 3, NaN/inf/zeros" : "step 3, random");
+        d.upload(in);
+      }
       lab04::sort_fused(d.data(), n, o);
       LABKIT_CUDA(cudaDeviceSynchronize());
       check_against_std_sort(d.download(), in, desc, pattern ? "step 5, NaN/inf/zeros" : "step 5, random");
@@ -120,6 +124,10 @@ void speed(std::size_t n) {
   };
   const double copy_ms = labkit::time_gpu([&](int) { restore(); }, timing_opts()).median_ms;
   std::printf("  n = %10zu  restore copy alone: %.3f ms (included in every figure below)\n", n, copy_ms);
+  if (g_step5_only) {
+    std::printf("  -> step5 vs thrust = %.3f (gate step5.speed)\n", compare("thrust", thrust, "step 5", step5));
+    return;
+  }
   if (pow2) std::printf("  -> step3/step1 = %.3f (gate step3.speed)\n", compare("step 1", step1, "step 3", step3));
   std::printf("  -> step3 vs thrust = %.3f (gate step3.speed_thrust)\n", compare("thrust", thrust, "step 3", step3));
   std::printf("  -> step5 vs thrust = %.3f (gate step5.speed)\n", compare("thrust", thrust, "step 5", step5));
@@ -147,37 +155,39 @@ void breakdown() {
   LABKIT_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   std::printf("breakdown at n = 2^24 (restore copy %.1f us subtracted; memcpy %.0f GB/s)\n", copy_ms * 1e3,
               labkit::memcpy_bandwidth_gbs());
-  tune04::breakdown_step3(work.data(), N, kernel);  // step 3's kernels (tune04_step3.cu)
+  if (!g_step5_only) tune04::breakdown_step3(work.data(), N, kernel);  // step 3's kernels (tune04_step3.cu)
   // Step 5's kernels.
   {
     const int lc = fused_log_chunk(N, optin);
     const u32 chunk = 1u << lc;
     const std::size_t smem = std::size_t(chunk) / 32 * 33 * sizeof(u32);
-    LABKIT_CUDA(cudaFuncSetAttribute(fused_sort_chunks_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    LABKIT_CUDA(cudaFuncSetAttribute(fused_merge_chunks_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    kernel("step 5 kernel A (sort chunks)", [&] {
-      fused_sort_chunks_kernel<<<N / chunk, chunk / 32, smem>>>(work.data(), N, chunk, lc, 0);
-    });
-    kernel("step 5 kernel B (merge chunks)", [&] {
-      fused_merge_chunks_kernel<<<N / chunk, chunk / 32, smem>>>(work.data(), N, chunk, lc, 0);
-    });
+    const ChunkKernels k = chunk_kernels(lc);
+    LABKIT_CUDA(cudaFuncSetAttribute(k.sort, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    LABKIT_CUDA(cudaFuncSetAttribute(k.merge, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    kernel("step 5 kernel A (sort chunks, in registers)", [&] { k.sort<<<N / chunk, chunk / 32, smem>>>(work.data(), N, 0); });
+    kernel("step 5 kernel B (merge chunks, in registers)", [&] { k.merge<<<N / chunk, chunk / 32, smem>>>(work.data(), N, 0); });
     kernel("step 5 fused global pass r = 1 (lj = 15)", [&] { fused_global_pass<1>(work.data(), N, N, 15, false, 0); });
     kernel("step 5 fused global pass r = 2", [&] { fused_global_pass<2>(work.data(), N, N, 15, false, 0); });
     kernel("step 5 fused global pass r = 3", [&] { fused_global_pass<3>(work.data(), N, N, 15, false, 0); });
     kernel("step 5 fused global pass r = 4", [&] { fused_global_pass<4>(work.data(), N, N, 15, false, 0); });
     kernel("step 5 fused global pass r = 5", [&] { fused_global_pass<5>(work.data(), N, N, 15, false, 0); });
     kernel("step 5 fused global pass r = 5, mirror (lj = 19)", [&] { fused_global_pass<5>(work.data(), N, N, 19, true, 0); });
-    int g = 0, m = 0;
-    for (const auto& p : fused_plan(N, lc)) (p.r ? g : m)++;
-    std::printf("  step 5 plan at 2^24: 1 chunk sort + %d fused global passes + %d merge kernels (FUSE_GLOBAL=%d, "
-                "FUSE_SHARED=%d)\n", g, m, kFuseGlobal, kFuseShared);
+    int g = 0, m = 0, by_r[6] = {};
+    for (const auto& p : fused_plan(N, lc)) (p.r ? g : m)++, by_r[p.r]++;
+    std::printf("  step 5 plan at 2^24: 1 chunk sort + %d fused global passes (r = 1..5: %d %d %d %d %d) + %d merge "
+                "kernels (FUSE_GLOBAL=%d, balanced passes %d)\n", g, by_r[1], by_r[2], by_r[3], by_r[4], by_r[5], m,
+                kFuseGlobal, int(kBalancedPasses));
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && !std::strcmp(argv[1], "--quick");
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--step5")) g_step5_only = true;
+  }
   if (!labkit::has_device()) {
     std::printf("%s\n", labkit::no_device_reason().c_str());
     return 1;
@@ -187,7 +197,11 @@ int main(int argc, char** argv) {
   if (!quick) sizes.push_back(std::size_t(1) << 26);
   std::printf("correctness (against std::sort)\n");
   for (std::size_t n : sizes) correctness(n);
+  if (g_step5_only)
+    for (std::size_t n : {std::size_t(1000), std::size_t(4097), std::size_t(40000), std::size_t(300001)})
+      correctness(n);  // one block (n <= 2^15), and a few chunks
   std::printf("speed (median of interleaved runs, restore copy included)\n");
+  if (g_step5_only) speed(std::size_t(1) << 20);
   for (std::size_t n : sizes) speed(n);
   breakdown();
   std::printf("%s\n", g_failures ? "SOME CHECKS FAILED" : "all checks passed");
