@@ -90,16 +90,25 @@ __global__ void sum_partials_shared_kernel(int count, const double* __restrict__
 
 // Step 1b: the same with shuffles, and two independent accumulators per thread so that each trip of the loop has
 // four loads in flight instead of two (more bytes in flight per SM is what a bandwidth-bound loop needs).
+//
+// It walks the arrays from the end to the start. In a CG iteration it runs right after the SpMV that wrote y = Ap
+// from the first row to the last, so the last tens of MB of p and Ap are still in the L2 cache when it starts
+// (50 MB on an H100): a forward walk would start at the cold end and push them out before reaching them.
+#ifndef LAB07_L2_ORDER
+#define LAB07_L2_ORDER 1  // 0: front to back (tools/tuning/tune07.cu compares)
+#endif
+__device__ __forceinline__ std::size_t walk(std::size_t i, std::size_t N) { return LAB07_L2_ORDER ? N - 1 - i : i; }
 __global__ void dot_partial_shuffle_kernel(int n, const double* __restrict__ x, const double* __restrict__ y,
                                            double* __restrict__ partials) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x, N = std::size_t(n);
   std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   double a0 = 0, a1 = 0;
   for (; i + stride < N; i += 2 * stride) {
-    a0 = fma(x[i], y[i], a0);
-    a1 = fma(x[i + stride], y[i + stride], a1);
+    const std::size_t k0 = walk(i, N), k1 = walk(i + stride, N);
+    a0 = fma(x[k0], y[k0], a0);
+    a1 = fma(x[k1], y[k1], a1);
   }
-  if (i < N) a0 = fma(x[i], y[i], a0);
+  if (i < N) a0 = fma(x[walk(i, N)], y[walk(i, N)], a0);
   const double sum = block_sum_shuffle(a0 + a1);
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }

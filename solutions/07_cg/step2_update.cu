@@ -70,24 +70,48 @@ __global__ void axpy_kernel(int n, double a, const double* __restrict__ x, doubl
   const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < std::size_t(n)) y[i] = fma(a, x[i], y[i]);
 }
+// xpby walks from the end to the start (block 0 takes the last elements; blocks start roughly in index order). In a
+// CG iteration it follows update_xr, which wrote r front to back, so the end of r is still in the L2 cache, and the
+// SpMV that follows starts where xpby ended, at the front of p (50 MB of L2 on an H100: a quarter of p and r).
+#ifndef LAB07_L2_ORDER
+#define LAB07_L2_ORDER 1  // 0: front to back (tools/tuning/tune07.cu compares)
+#endif
 __global__ void xpby_kernel(int n, const double* __restrict__ x, double b, double* __restrict__ y) {
-  const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < std::size_t(n)) y[i] = fma(b, y[i], x[i]);
+  const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x, N = std::size_t(n);
+  if (t >= N) return;
+  const std::size_t i = LAB07_L2_ORDER ? N - 1 - t : t;
+  y[i] = fma(b, y[i], x[i]);
 }
 // Fused x/r update: one pass reads p, Ap, x, r and writes x, r (48 bytes per element) and sums the new r^T r on
-// the way, where separate axpy, axpy, dot kernels would move 64 bytes per element in three launches.
+// the way, where separate axpy, axpy, dot kernels would move 64 bytes per element in three launches. Two elements
+// per trip (a stride apart) with two accumulators, as in step 1b: eight independent loads in flight per thread
+// instead of four, which is what keeps a fixed grid's few threads per SM at the memory's speed.
 __global__ void update_xr_partial_kernel(int n, double alpha, const double* __restrict__ p,
                                          const double* __restrict__ Ap, double* __restrict__ x,
                                          double* __restrict__ r, double* __restrict__ partials) {
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  double sum = 0;
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < std::size_t(n); i += stride) {
-    x[i] = fma(alpha, p[i], x[i]);
-    const double ri = fma(-alpha, Ap[i], r[i]);
-    r[i] = ri;
-    sum = fma(ri, ri, sum);
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x, N = std::size_t(n);
+  std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  double s0 = 0, s1 = 0;
+  for (; i + stride < N; i += 2 * stride) {
+    const std::size_t j = i + stride;
+    // All eight loads before any store: the compiler cannot tell that x[j] is not x[i], so it would not move a load
+    // of x[j] above the store to x[i] by itself.
+    const double p0 = p[i], p1 = p[j], a0 = Ap[i], a1 = Ap[j], x0 = x[i], x1 = x[j], r0 = r[i], r1 = r[j];
+    x[i] = fma(alpha, p0, x0);
+    x[j] = fma(alpha, p1, x1);
+    const double q0 = fma(-alpha, a0, r0), q1 = fma(-alpha, a1, r1);
+    r[i] = q0;
+    r[j] = q1;
+    s0 = fma(q0, q0, s0);
+    s1 = fma(q1, q1, s1);
   }
-  sum = block_sum_shuffle(sum);
+  if (i < N) {
+    x[i] = fma(alpha, p[i], x[i]);
+    const double q = fma(-alpha, Ap[i], r[i]);
+    r[i] = q;
+    s0 = fma(q, q, s0);
+  }
+  const double sum = block_sum_shuffle(s0 + s1);
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 

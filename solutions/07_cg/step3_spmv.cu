@@ -21,6 +21,16 @@ __device__ __forceinline__ double warp_sum(double v) {
 // Step 3a: one thread per row. Good when rows are short (the 5- and 7-point Laplacians): a warp covers 32
 // consecutive rows, whose entries are contiguous, so the warp's loads of values/col_idx fall in a few cache
 // lines that the L1 keeps for the next k. Long rows make the warp's lanes wait for the longest one.
+//
+// The row loop is unrolled by 5, the row length of the 2D Poisson matrices the CG gates solve: the five col[k] and
+// val[k] loads of a row, and then its five x[col[k]] loads, are issued together instead of one after the other.
+// Without the pragma (the compiler's own unrolling) the kernel reached 0.85 of the bytes-moved floor on an H200,
+// unrolled by 4 also 0.85 (four entries and a remainder trip), by 5 1.00, not unrolled 0.78 (tools/tuning/tune07.cu,
+// two runs each). Longer rows take the unrolled body once per five entries.
+#ifndef LAB07_SPMV_UNROLL
+#define LAB07_SPMV_UNROLL 5  // tools/tuning/tune07.cu compares other factors
+#endif
+constexpr int kSpmvUnroll = LAB07_SPMV_UNROLL;
 __global__ void spmv_thread_per_row_kernel(int rows, const int* __restrict__ row_ptr, const int* __restrict__ col,
                                            const double* __restrict__ val, const double* __restrict__ x,
                                            double* __restrict__ y) {
@@ -28,6 +38,7 @@ __global__ void spmv_thread_per_row_kernel(int rows, const int* __restrict__ row
   if (i >= std::size_t(rows)) return;
   const int end = row_ptr[i + 1];
   double sum = 0;
+#pragma unroll kSpmvUnroll
   for (int k = row_ptr[i]; k < end; ++k) sum = fma(val[k], __ldg(&x[col[k]]), sum);
   y[i] = sum;
 }

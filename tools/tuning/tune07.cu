@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
 
   const double floor_bytes = spmv_bytes + 16.0 * n + 48.0 * n + 24.0 * n;
   std::printf("step 4 loop, one iteration ((t(48) - t(16)) / 32); floor %.1f us:\n", floor_bytes / (bw * 1e3));
-  for (int bps : {1, 2, 4, 8}) {
+  for (int bps : {1, 2, 4, 8, 16}) {
     lab07::CgOptions o;
     o.rel_tol = 0;
     o.blocks_per_sm = bps;
