@@ -61,7 +61,7 @@ def table(rubric):
     """The Markdown between the markers (without them)."""
     gates = [g for g in rubric.get("gate", []) if not g.get("hidden", False)]
     rows = [NOTE, "",
-            "| gate | what it checks | kind | points | passes when | reference solution (H100) |",
+            "| gate | what it checks | kind | points | passes when | reference solution (its GPU: rubric.toml) |",
             "| --- | --- | --- | ---: | --- | ---: |"]
     for g in gates:
         ref = num(g["reference"]) if "reference" in g else ""
