@@ -427,11 +427,16 @@ void fused_global_pass(float* keys, std::uint32_t n, std::uint32_t N, int lj, bo
   LABKIT_CHECK_LAUNCH();
 }
 
-void sort_fused_keys(float* keys, std::size_t n_in, Order order) {
+// optin_bytes: the shared memory a block may have (0: ask the device). The tuning harness passes less, to run the
+// smaller chunks that GPUs with less shared memory get.
+void sort_fused_keys(float* keys, std::size_t n_in, Order order, int optin_bytes = 0) {
   const std::uint32_t n = static_cast<std::uint32_t>(n_in), N = next_pow2(n_in), mask = key_mask(order);
-  int dev = 0, optin = 0;
-  LABKIT_CUDA(cudaGetDevice(&dev));
-  LABKIT_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  int optin = optin_bytes;
+  if (optin <= 0) {
+    int dev = 0;
+    LABKIT_CUDA(cudaGetDevice(&dev));
+    LABKIT_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  }
   const int lc = fused_log_chunk(N, optin);
   const std::uint32_t chunk = std::uint32_t(1) << lc;
   const unsigned threads = chunk / kRow;

@@ -197,9 +197,23 @@ int main(int argc, char** argv) {
   if (!quick) sizes.push_back(std::size_t(1) << 26);
   std::printf("correctness (against std::sort)\n");
   for (std::size_t n : sizes) correctness(n);
-  if (g_step5_only)
+  if (g_step5_only) {
     for (std::size_t n : {std::size_t(1000), std::size_t(4097), std::size_t(40000), std::size_t(300001)})
       correctness(n);  // one block (n <= 2^15), and a few chunks
+    // The chunks of GPUs with less shared memory per block (2^10 .. 2^14 keys), whose merge kernels this GPU never
+    // runs otherwise: the same sort with the opt-in limit it would see there.
+    for (int optin : {70 * 1024, 40 * 1024, 20 * 1024, 9 * 1024, 5 * 1024})
+      for (std::size_t n : {std::size_t(1) << 20, (std::size_t(1) << 20) - 5}) {
+        const std::vector<float> in = specials(n, 5 + n + optin);
+        for (bool desc : {false, true}) {
+          labkit::DeviceBuffer<float> d(in);
+          lab04::sort_fused_keys(d.data(), n, desc ? lab04::Order::descending : lab04::Order::ascending, optin);
+          LABKIT_CUDA(cudaDeviceSynchronize());
+          const std::string what = "step 5, chunk 2^" + std::to_string(lab04::fused_log_chunk(u32(n), optin));
+          check_against_std_sort(d.download(), in, desc, what.c_str());
+        }
+      }
+  }
   std::printf("speed (median of interleaved runs, restore copy included)\n");
   if (g_step5_only) speed(std::size_t(1) << 20);
   for (std::size_t n : sizes) speed(n);
