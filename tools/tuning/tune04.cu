@@ -6,7 +6,8 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90 --extended-lambda -Ilabs/04_bitonic_sort -Ilabs/04_bitonic_sort/tests \
 //     -Icommon/include tools/tuning/tune04.cu tools/tuning/tune04_step3.cu \
 //     solutions/04_bitonic_sort/step1_global_pow2.cu build/gpu/common/liblabkit.a -lcublas -lcusparse -o /tmp/tune04
-// Variants: add -DLAB04_FUSE_GLOBAL=4 (steps per fused global pass, 1..5) or -DLAB04_BALANCED_PASSES=0 (5 + 1, not 3 + 3);
+// Variants: add -DLAB04_FUSE_GLOBAL=4 (steps per fused global pass, 1..5) or -DLAB04_BALANCED_PASSES=0 (5 + 1, not
+// 3 + 3);
 // for step 3, -DLAB04_STEP3_CHUNK_LOG2=13 (the largest chunk, 2^13 keys) and -DLAB04_STEP3_THREADS=512.
 // Usage: /tmp/tune04 [--quick] [--step5]   (--quick: 2^24 only, no 2^26; --step5: only step 5 against thrust, with
 // 2^20 and a few small sizes added)
@@ -164,8 +165,10 @@ void breakdown() {
     const ChunkKernels k = chunk_kernels(lc);
     LABKIT_CUDA(cudaFuncSetAttribute(k.sort, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     LABKIT_CUDA(cudaFuncSetAttribute(k.merge, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    kernel("step 5 kernel A (sort chunks, in registers)", [&] { k.sort<<<N / chunk, chunk / 32, smem>>>(work.data(), N, 0); });
-    kernel("step 5 kernel B (merge chunks, in registers)", [&] { k.merge<<<N / chunk, chunk / 32, smem>>>(work.data(), N, 0); });
+    kernel("step 5 kernel A (sort chunks, in registers)",
+           [&] { k.sort<<<N / chunk, chunk / 32, smem>>>(work.data(), N, 0); });
+    kernel("step 5 kernel B (merge chunks, in registers)",
+           [&] { k.merge<<<N / chunk, chunk / 32, smem>>>(work.data(), N, 0); });
     kernel("step 5 fused global pass r = 1 (lj = 15)", [&] { fused_global_pass<1>(work.data(), N, N, 15, false, 0); });
     kernel("step 5 fused global pass r = 2", [&] { fused_global_pass<2>(work.data(), N, N, 15, false, 0); });
     kernel("step 5 fused global pass r = 3", [&] { fused_global_pass<3>(work.data(), N, N, 15, false, 0); });
