@@ -117,4 +117,9 @@ void metric(std::string_view name, double value, std::string_view unit) {
   detail::write_line(j.dump());
 }
 
+void names(std::string_view name, const std::vector<std::string>& values) {
+  nlohmann::json j{{"event", "names"}, {"gate", current_gate()}, {"name", name}, {"values", values}};
+  detail::write_line(j.dump());
+}
+
 }  // namespace labkit::report

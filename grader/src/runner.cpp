@@ -334,6 +334,7 @@ std::size_t resolve(LabResult& lab, const Attempt& a, const GateRunSpec& spec, s
     g->message = o.message;
     g->seconds = o.seconds;
     g->metrics = o.metrics;
+    g->names = o.names;
     if (o.tainted) {
       if (g->status == Status::passed) g->status = Status::failed;
       g->message = "the result channel was written to by the submission during this gate (" + o.taint_reason +

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "runner.h"
@@ -147,14 +148,49 @@ struct ToolOutcome {
   double seconds = 0;
 };
 
+// The kernels racecheck needs to instrument for `ids`: the step's own kernels with shared memory that the graded
+// run saw (GateResult::names "shared_memory_kernels", from labkit::gate::own_kernels, which knows a kernel as the
+// student's by where it was compiled, not by its name). Left to itself racecheck also instruments the gates' own
+// fills and comparisons and the libraries' kernels (cuBLAS, cuSPARSE, CUB), trusted code that took half of its time
+// (on an H200, lab 07 alone: 11.5 s with every kernel, 5.5-6.4 s with the lab's own; lab 01 7.4 s and 3.5 s). Empty,
+// which checks every kernel, when a gate has no list (it opened no recorder scope) or a name cannot be passed on;
+// `why` then says which.
+std::vector<std::string> kernels_to_check(const LabResult& lab, const std::vector<std::string>& ids,
+                                          std::string* why = nullptr) {
+  std::set<std::string> names;
+  auto none = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return std::vector<std::string>{};
+  };
+  for (const auto& id : ids) {
+    const auto g = std::find_if(lab.gates.begin(), lab.gates.end(), [&](const GateResult& r) { return r.id == id; });
+    if (g == lab.gates.end()) return none(id + " is not a gate of the lab");
+    const auto it = g->names.find("shared_memory_kernels");
+    if (it == g->names.end()) return none(id + " did not list its kernels");
+    for (const auto& n : it->second) {
+      // compute-sanitizer splits a filter at ',' and '='; mangled names have neither
+      if (n.empty() || n.find_first_of(",= ") != std::string::npos)
+        return none(id + " ran a kernel whose name cannot be passed on (" + trim_message(n, 1, 80) + ")");
+      names.insert(n);
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
 // One process under `tool` for `ids`, with the gates' own verdicts thrown away (the graded run decided those).
+// `kernels`, when not empty: only these kernels are instrumented and checked (exact mangled names).
 ToolOutcome sanitize_once(const LabResult& lab, const GateRunSpec& base, const std::string& tool,
-                          const std::vector<std::string>& ids, const std::string& tag, double time_limit_s) {
+                          const std::vector<std::string>& ids, const std::string& tag, double time_limit_s,
+                          const std::vector<std::string>& kernels = {}) {
   GateRunSpec s = base;
   s.prefix = {base.prefix.empty() ? "compute-sanitizer" : base.prefix.front(), "--tool", tool, "--print-limit", "20",
               "--target-processes", "all",
               // API errors (cudaErrorNotReady from a polling query...) are the gates' business, not a finding.
               "--report-api-errors", "no"};
+  for (const auto& k : kernels) {
+    s.prefix.push_back("--kernel-name");
+    s.prefix.push_back("kne=" + k);
+  }
   s.gate_time_limit_s = base.gate_time_limit_s * 10;  // instrumented kernels run 10-100x slower
   s.time_limit_s = time_limit_s;
   s.log_tag = tag;
@@ -236,7 +272,10 @@ ToolReport check_with_tool(const LabResult& lab, const GateRunSpec& base, const 
                         " gate(s) whose own kernels use no shared memory (racecheck checks nothing else)");
     if (ids.empty()) continue;
     const std::string tag = tool + (hidden ? "-hidden-" : "-");
-    ToolOutcome all = sanitize_once(lab, base, tool, ids, tag + "all-", time_limit_s);
+    std::string unfiltered;
+    const std::vector<std::string> kernels =
+        tool == "racecheck" ? kernels_to_check(lab, ids, &unfiltered) : std::vector<std::string>{};
+    ToolOutcome all = sanitize_once(lab, base, tool, ids, tag + "all-", time_limit_s, kernels);
     char took[32];
     std::snprintf(took, sizeof took, "%.1f s", all.seconds);
     if (!all.started && all.errors == 0) {
@@ -247,6 +286,8 @@ ToolReport check_with_tool(const LabResult& lab, const GateRunSpec& base, const 
     }
     std::string note = tool + ": " + std::to_string(all.checked) + (hidden ? " hidden" : "") +
                        " gate(s) checked in " + took;
+    if (!kernels.empty()) note += " (their " + std::to_string(kernels.size()) + " own kernel(s) with shared memory)";
+    if (!unfiltered.empty()) note += " (every kernel instrumented: " + unfiltered + ")";
     if (!all.unchecked.empty()) {
       // Gates that did not run to their end under the sanitizer were not checked: say which and why, so that a
       // clean note never hides them.
@@ -266,7 +307,8 @@ ToolReport check_with_tool(const LabResult& lab, const GateRunSpec& base, const 
     double spent = 0;
     for (const auto& id : ids) {
       if (spent > 3 * time_limit_s) break;
-      ToolOutcome one = sanitize_once(lab, base, tool, {id}, tag + safe_file_name(id) + "-", time_limit_s);
+      ToolOutcome one = sanitize_once(lab, base, tool, {id}, tag + safe_file_name(id) + "-", time_limit_s,
+                                      tool == "racecheck" ? kernels_to_check(lab, {id}) : std::vector<std::string>{});
       spent += one.seconds;
       if (one.errors == 0) continue;
       attributed += one.errors;
@@ -306,7 +348,8 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec, std::optiona
   // memcheck is light (a few seconds per lab on an H100) and hides behind racecheck, so a lab's checks take about
   // racecheck's time. racecheck itself is bound by the GPU's instrumented work: splitting it into more processes
   // at once gains nothing (measured: lab 01 in four racecheck processes 38 s, in one 40 s), which is why the gates
-  // give it less to do instead (labkit::gate::default_racecheck) and gates without shared memory skip it (above).
+  // give it less to do instead (labkit::gate::default_racecheck), gates without shared memory skip it and it
+  // instruments only the steps' own kernels with shared memory (kernels_to_check, above).
   // The progress display is shared: one thread at a time.
   auto show_mutex = std::make_shared<std::mutex>();
   if (spec.on_gate_start)

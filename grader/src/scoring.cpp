@@ -381,7 +381,21 @@ void ChannelParser::line(std::string_view l) {
     started_.insert(gate);
     open_gate_ = gate;
     open_metrics_.clear();
+    open_names_.clear();
     open_taint_.clear();
+    return;
+  }
+  if (ev == "names") {
+    std::string gate = str("gate"), name = str("name");
+    if (open_gate_.empty() || gate != open_gate_ || name.empty() || !j.contains("values") ||
+        !j["values"].is_array()) {
+      anomaly("a list of names for `" + gate + "` outside that gate");
+      return;
+    }
+    std::vector<std::string> values;
+    for (const auto& v : j["values"])
+      if (v.is_string()) values.push_back(v.get<std::string>());
+    open_names_[name] = std::move(values);
     return;
   }
   if (ev == "metric") {
@@ -414,6 +428,7 @@ void ChannelParser::line(std::string_view l) {
       o.taint_reason = open_taint_;
     }
     o.metrics = open_metrics_;
+    o.names = open_names_;
     if (ended_.count(gate)) {
       o.tainted = true;
       o.taint_reason = "the gate ended twice";
@@ -422,6 +437,7 @@ void ChannelParser::line(std::string_view l) {
     ended_order_.push_back(gate);
     open_gate_.clear();
     open_metrics_.clear();
+    open_names_.clear();
     open_taint_.clear();
     return;
   }

@@ -48,6 +48,9 @@ struct GateResult {
   std::string message;  // the diagnosis shown under a failure
   double seconds = 0;
   std::map<std::string, Metric> metrics;
+  // Lists the gate wrote for the grader (report::names): "shared_memory_kernels", the mangled names of the step's
+  // own kernels with shared memory, which the default racecheck instruments (sanitizers.cpp).
+  std::map<std::string, std::vector<std::string>> names;
   // Speed gates: the figure the threshold applies to, as re-checked by the grader.
   std::string metric_name;
   std::optional<double> threshold, reference, measured;
@@ -131,6 +134,7 @@ struct GateOutcome {
   std::string message;
   double seconds = 0;
   std::map<std::string, Metric> metrics;
+  std::map<std::string, std::vector<std::string>> names;
   bool tainted = false;
   std::string taint_reason;
 };
@@ -169,6 +173,7 @@ class ChannelParser {
   bool run_started_ = false, run_ended_ = false;
   std::string open_gate_;
   std::map<std::string, Metric> open_metrics_;
+  std::map<std::string, std::vector<std::string>> open_names_;
   std::string open_taint_;
   std::map<std::string, GateOutcome> ended_;
   std::vector<std::string> ended_order_;

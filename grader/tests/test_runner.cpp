@@ -372,6 +372,41 @@ TEST_CASE("racecheck leaves out the gates whose own kernels use no shared memory
   CHECK_THAT(f.gate("b").sanitizer, !ContainsSubstring("racecheck"));
 }
 
+TEST_CASE("racecheck instruments only the own kernels with shared memory that the graded run saw",
+          "[runner][sanitizer]") {
+  Fixture f("");
+  make_correctness(f);
+  fs::path bin = fake_sanitizer(f.dir.path);
+  // The stand-in writes its options to <tool>.args before it runs the gates.
+  const fs::path args = f.dir.path / "args";
+  fs::create_directories(args);
+  std::string script = read_file(bin / "compute-sanitizer");
+  script.insert(script.find('\n') + 1, "tool=$2; printf '%s\\n' \"$@\" > " + args.string() + "/$tool.args\n");
+  std::ofstream(bin / "compute-sanitizer") << script;
+  PathWith p(bin);
+  run_gates(f.lab, f.spec);
+  // What labkit::gate::own_kernels reported (report::names): a kernel shared by a and b, one of c's own.
+  for (auto& g : f.lab.gates) {
+    g.metrics["shared_memory_kernels"] = {1, "kernels"};
+    g.names["shared_memory_kernels"] = {g.id == "c" ? "_Z6kernelPd" : "_Z6kernelPf"};
+  }
+  const bool one_without_list = GENERATE(false, true);
+  if (one_without_list) f.lab.gates[1].names.clear();  // b opened no recorder scope: every kernel is checked
+  check_with_sanitizers(f.lab, f.spec);
+  for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
+  const std::string race = read_file(args / "racecheck.args"), mem = read_file(args / "memcheck.args");
+  INFO(race);
+  if (one_without_list) {
+    CHECK_THAT(race, !ContainsSubstring("--kernel-name"));
+    CHECK_THAT(join(f.lab.notes, "\n"), ContainsSubstring("every kernel instrumented: b did not list its kernels"));
+  } else {
+    CHECK_THAT(race, ContainsSubstring("--kernel-name\nkne=_Z6kernelPd\n--kernel-name\nkne=_Z6kernelPf\n"));
+    CHECK_THAT(join(f.lab.notes, "\n"), ContainsSubstring("racecheck: 3 gate(s) checked"));
+    CHECK_THAT(join(f.lab.notes, "\n"), ContainsSubstring("2 own kernel(s) with shared memory"));
+  }
+  CHECK_THAT(mem, !ContainsSubstring("--kernel-name"));  // memcheck checks every kernel: a library's too
+}
+
 TEST_CASE("the default checks run memcheck and racecheck at the same time", "[runner][sanitizer]") {
   // Each tool's fake sanitizer says it started, then waits (up to 20 s) for the other tool's start: run one after
   // the other, the first would wait in vain and leave no "overlap" mark.

@@ -62,6 +62,23 @@ TEST_CASE("the channel parser reads events split at any byte", "[channel]") {
   }
 }
 
+TEST_CASE("the channel parser keeps a gate's last list of names and refuses one outside its gate", "[channel]") {
+  ChannelParser p;
+  p.feed(kRunStart + line(R"({"event":"gate_start","gate":"a"})") +
+         line(R"({"event":"names","gate":"a","name":"shared_memory_kernels","values":["_Z1kPf"]})") +
+         line(R"({"event":"names","gate":"a","name":"shared_memory_kernels","values":["_Z1kPf","_Z1gPd"]})") +
+         line(R"({"event":"gate_end","gate":"a","status":"passed","message":"","seconds":0})") +
+         line(R"({"event":"gate_start","gate":"b"})") +
+         line(R"({"event":"names","gate":"a","name":"shared_memory_kernels","values":["_Z1xPf"]})") +
+         line(R"({"event":"names","gate":"b","name":"shared_memory_kernels","values":"_Z1xPf"})") +
+         line(R"({"event":"gate_end","gate":"b","status":"passed","message":"","seconds":0})"));
+  REQUIRE(p.ended().count("a"));
+  CHECK(p.ended().at("a").names.at("shared_memory_kernels") == std::vector<std::string>{"_Z1kPf", "_Z1gPd"});
+  REQUIRE(p.ended().count("b"));
+  CHECK(p.ended().at("b").names.empty());  // one list for another gate, one that is not a list
+  CHECK(p.anomalies().size() == 2);
+}
+
 TEST_CASE("the channel parser: a gate_start without gate_end is the open gate", "[channel]") {
   ChannelParser p;
   p.feed(kRunStart + line(R"({"event":"gate_start","gate":"a"})") + R"({"event":"gate_end","gate":"a","sta)");

@@ -4,6 +4,7 @@
 //   {"event":"run_start","lab":"01","seed":123,"device":"NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)","rubric":"..."}
 //   {"event":"gate_start","gate":"step3.correct"}
 //   {"event":"metric","gate":"step3.speed","name":"ratio","value":1.42,"unit":"x"}
+//   {"event":"names","gate":"step3.correct","name":"shared_memory_kernels","values":["_Z12tiled_kernelPKfPfi"]}
 //   {"event":"gate_end","gate":"step3.correct","status":"passed","message":"","seconds":0.8}
 //   {"event":"run_end","passed":10,"failed":2,"skipped":0}
 //
@@ -14,11 +15,17 @@
 #pragma once
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace labkit::report {
 
 // Record a measured figure of the current gate (also printed to the console for the student).
 void metric(std::string_view name, double value, std::string_view unit = "");
+
+// Record a list of names for the current gate, for the grader rather than the student (not printed): the last list
+// written under a name is the gate's. "shared_memory_kernels" holds the mangled names of the step's own kernels that
+// use shared memory (labkit::gate::own_kernels), the only kernels the grader's racecheck needs to instrument.
+void names(std::string_view name, const std::vector<std::string>& values);
 
 // The id of the gate being run ("" outside a gate).
 std::string current_gate();
