@@ -26,49 +26,74 @@ void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double g
   spec.sanitizer_time_limit_s = rubric.sanitizer_time_limit_s;
 }
 
-void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict, GpuTurns* turns) {
-  // Gates that already have an outcome (their step did not compile, or was not submitted: apply_build) are not run.
+namespace {
+
+// One process for `todo` (the speed gates, or the untimed ones) of the visible or hidden gates, within what is left
+// of the lab's time limit; returns the lab time it took.
+double run_one_process(LabResult& lab, const GateRunSpec& spec, const std::vector<std::string>& todo, bool speed,
+                       bool hidden, double used, GpuTurns* turns) {
+  GateRunSpec s = spec;
+  s.log_tag = spec.log_tag + (speed ? "-speed" : "") + (hidden ? "-hidden" : "");
+  s.time_limit_s = std::max(1e-3, spec.time_limit_s - used);
+  const std::size_t notes_before = lab.notes.size();
+  double took = 0;
+  {
+    GpuTurns::Turn turn(turns, speed);
+    if (speed && !spec.process.sweep_uid && spec.process.sandbox) {
+      // The slot is shared by labs run side by side (their processes do not end each other's): nothing of them
+      // runs now, so end what their code left behind before the timing, and after it as usual.
+      sweep_uid(spec.process.sandbox, spec.process.slot);
+      s.process.sweep_uid = true;
+    }
+    took = run_gates(lab, s, todo);
+  }
+  if (hidden)
+    for (std::size_t i = notes_before; i < lab.notes.size(); ++i) lab.notes[i] = kHiddenRunNote + lab.notes[i];
+  return took;
+}
+
+// The gates still without an outcome (their step did not compile, or was not submitted: apply_build), by visibility
+// and kind.
+std::vector<std::string> gates_to_run(const LabResult& lab, bool hidden, bool speed) {
+  std::vector<std::string> ids;
+  for (const auto& g : lab.gates)
+    if (g.status == Status::missing && g.hidden == hidden && (g.kind == "speed") == speed) ids.push_back(g.id);
+  return ids;
+}
+
+}  // namespace
+
+double run_speed_gates(LabResult& lab, const GateRunSpec& spec, GpuTurns* turns) {
+  const auto todo = gates_to_run(lab, false, true);
+  return todo.empty() ? 0.0 : run_one_process(lab, spec, todo, true, false, 0, turns);
+}
+
+void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict, GpuTurns* turns,
+                   double used_s) {
+  // Gates that already have an outcome (their step did not compile, or was not submitted: apply_build; the speed
+  // gates run_speed_gates ran) are not run.
   // The visible gates first, then the hidden ones, each in up to two processes (the speed gates, then the untimed
   // gates) followed by their memory and race checks. Every process of the hidden gates starts after the last of
   // the visible ones has ended, so nothing the student's code saw in a hidden gate (its inputs) can reach a
   // visible gate's message, console tail or sanitizer report, which students read. The speed gates' process takes
   // the GPU's exclusive turn; the untimed ones and the checks share the GPU with other labs' untimed work.
-  std::vector<std::string> ids[2][2];  // [hidden][speed]
-  for (const auto& g : lab.gates)
-    if (g.status == Status::missing) ids[g.hidden ? 1 : 0][g.kind == "speed" ? 1 : 0].push_back(g.id);
   // One lab time limit for all runs, counted as the limits count: by progress. The clock (lab.run_seconds) would
   // leave the later runs nothing after one that waited long for a busy machine's CPUs.
-  double used = 0;
-  for (const int hidden : {0, 1}) {
+  double used = used_s;
+  for (const bool hidden : {false, true}) {
     // The speed process first: labs that start together then take their exclusive turns one after another before
     // any untimed run has started, instead of each waiting for the others' untimed runs to end.
-    for (const int speed : {1, 0}) {
-      const auto& todo = ids[hidden][speed];
-      if (todo.empty()) continue;
-      GateRunSpec s = spec;
-      s.log_tag = spec.log_tag + (speed ? "-speed" : "") + (hidden ? "-hidden" : "");
-      s.time_limit_s = std::max(1e-3, spec.time_limit_s - used);
-      const std::size_t notes_before = lab.notes.size();
-      {
-        GpuTurns::Turn turn(turns, speed == 1);
-        if (speed && !spec.process.sweep_uid && spec.process.sandbox) {
-          // The slot is shared by labs run side by side (their processes do not end each other's): nothing of them
-          // runs now, so end what their code left behind before the timing, and after it as usual.
-          sweep_uid(spec.process.sandbox, spec.process.slot);
-          s.process.sweep_uid = true;
-        }
-        used += run_gates(lab, s, todo);
-      }
-      if (hidden)
-        for (std::size_t i = notes_before; i < lab.notes.size(); ++i) lab.notes[i] = kHiddenRunNote + lab.notes[i];
+    for (const bool speed : {true, false}) {
+      const auto todo = gates_to_run(lab, hidden, speed);
+      if (!todo.empty()) used += run_one_process(lab, spec, todo, speed, hidden, used, turns);
     }
     // The checks of these gates.
     GpuTurns::Turn turn(turns, false);
     if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
-      run_sanitizer(lab, spec, "memcheck", strict, hidden == 1);
-      run_sanitizer(lab, spec, "racecheck", strict, hidden == 1);
+      run_sanitizer(lab, spec, "memcheck", strict, hidden);
+      run_sanitizer(lab, spec, "racecheck", strict, hidden);
     } else {  // the default: a memory error or race on the small shapes fails its gate
-      check_with_sanitizers(lab, spec, hidden == 1);
+      check_with_sanitizers(lab, spec, hidden);
     }
   }
   apply_rubric(lab);
@@ -276,17 +301,10 @@ int grade_main(const GradeOptions& opts) {
   for (std::size_t i = 0; i < recipes.size(); ++i) expected[i] = progress.last_seconds(recipes[i].lab);
   const std::vector<std::size_t> order = longest_first(expected);
   const auto started = std::chrono::steady_clock::now();
-  for_each_concurrently(recipes.size(), lab_jobs, [&](std::size_t k) {
-    const std::size_t i = order[k];
+  auto spec_for = [&](std::size_t i) {
     const Recipe& recipe = recipes[i];
-    LabResult& lab = labs[i];
-    const fs::path& exe = exes[i];
-    if (exe.empty()) {
-      apply_rubric(lab);
-      return;
-    }
     GateRunSpec spec;
-    spec.exe = exe;
+    spec.exe = exes[i];
     spec.launcher = recipe.launcher;
     spec.log_dir = tree_logs / ("lab" + recipe.lab);
     fs::create_directories(spec.log_dir);
@@ -298,10 +316,30 @@ int grade_main(const GradeOptions& opts) {
     spec.process.inherit_env = true;  // the student's own machine and environment
     spec.process.limits.file_size = 1ull << 30;
     spec.process.cwd = spec.log_dir;
+    spec.on_gate_start = [&progress, &recipe](const std::string& gate) { progress.gate(recipe.lab, gate); };
+    return spec;
+  };
+  // Every lab's speed gates first, one lab after another with the GPU to itself (run_speed_gates, grade.h); then
+  // the rest of each lab, the labs side by side.
+  std::vector<double> speed_used(recipes.size(), 0.0);
+  if (lab_jobs > 1)
+    for (const std::size_t i : order) {
+      if (exes[i].empty()) continue;
+      progress.print("labgrade: timing the speed gates of lab " + recipes[i].lab + "\n");
+      speed_used[i] = run_speed_gates(labs[i], spec_for(i), &turns);
+    }
+  for_each_concurrently(recipes.size(), lab_jobs, [&](std::size_t k) {
+    const std::size_t i = order[k];
+    const Recipe& recipe = recipes[i];
+    LabResult& lab = labs[i];
+    if (exes[i].empty()) {
+      apply_rubric(lab);
+      return;
+    }
+    const GateRunSpec spec = spec_for(i);
     progress.print("labgrade: running lab " + recipe.lab + " (" + std::to_string(lab.gates.size()) + " gates, " +
                    tree + " tree)\n");
-    spec.on_gate_start = [&progress, &recipe](const std::string& gate) { progress.gate(recipe.lab, gate); };
-    run_and_score(lab, spec, opts.sanitize, opts.sanitize_strict, &turns);
+    run_and_score(lab, spec, opts.sanitize, opts.sanitize_strict, &turns, speed_used[i]);
     // One line per lab as soon as it is graded: the table comes at the end, and a run stopped before then (a
     // time limit, Ctrl-C) still says how far it got.
     int passed = 0;

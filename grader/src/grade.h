@@ -41,7 +41,16 @@ void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double g
 // Runs the gates (and the sanitizer passes) of one lab and applies its rubric. The untimed gates and the speed gates
 // run in processes of their own, the speed gates in `turns`' exclusive turn (labpool.h: other labs' untimed runs
 // may share the GPU with the untimed ones; null: the lab is alone). Hidden gates run after every visible one.
-void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict, GpuTurns* turns = nullptr);
+// `used_s`: the lab time run_speed_gates already took (it counts against the same lab time limit).
+void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict, GpuTurns* turns = nullptr,
+                   double used_s = 0);
+
+// The lab's visible speed gates alone, in `turns`' exclusive turn; returns the lab time they took. A caller that
+// grades several labs side by side runs these for every lab before it starts any lab's untimed gates: the speed
+// gates then take their turns one after another on an idle GPU, instead of each waiting for the untimed runs (and
+// checks) of the labs already running to end while no new one may start (on an H200, --solutions spent half of its
+// wall time so). run_and_score then leaves out the gates that already have an outcome.
+double run_speed_gates(LabResult& lab, const GateRunSpec& spec, GpuTurns* turns);
 
 void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title);
 

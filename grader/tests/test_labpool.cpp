@@ -1,6 +1,7 @@
 // Labs side by side (labpool.h): the GPU's turns, the lab threads, and run_and_score's split of a lab into its
 // untimed and speed runs, driven with two scripted stand-in gate binaries. No compiler, no GPU.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <atomic>
@@ -184,7 +185,13 @@ TEST_CASE("labs side by side: their untimed runs overlap, a speed run has the GP
     s.process.env = {{"PATH", "/usr/bin:/bin"}, {"LAB", names[i]}, {"OTHER", names[1 - i]}, {"MEET", meet.string()}};
   }
   GpuTurns turns;
-  for_each_concurrently(2, 2, [&](std::size_t i) { run_and_score(labs[i], specs[i], false, false, &turns); });
+  // As labgrade and a batch grade labs side by side: every lab's speed gates first (run_speed_gates), then the rest;
+  // and run_and_score alone, which starts each lab with its speed gates.
+  const bool speed_first = GENERATE(true, false);
+  std::vector<double> used(2, 0.0);
+  if (speed_first)
+    for (std::size_t i = 0; i < 2; ++i) used[i] = run_speed_gates(labs[i], specs[i], &turns);
+  for_each_concurrently(2, 2, [&](std::size_t i) { run_and_score(labs[i], specs[i], false, false, &turns, used[i]); });
 
   for (const auto& lab : labs)
     for (const auto& g : lab.gates) {
@@ -199,7 +206,13 @@ TEST_CASE("labs side by side: their untimed runs overlap, a speed run has the GP
   std::vector<Interval> runs;
   std::istringstream in(read_file(meet / "intervals"));
   for (Interval r; in >> r.lab >> r.gates >> r.start >> r.end;) runs.push_back(r);
-  REQUIRE(runs.size() == 4);
+  REQUIRE(runs.size() == 4);  // with the speed gates first, run_and_score does not run them again
+  if (speed_first) {
+    CHECK(used[0] > 0);
+    for (const auto& a : runs)
+      for (const auto& b : runs)
+        if (a.gates == "s" && b.gates == "u") CHECK(a.end <= b.start);
+  }
   for (const auto& a : runs) {
     if (a.gates != "s") continue;
     for (const auto& b : runs) {
