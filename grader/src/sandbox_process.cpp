@@ -6,10 +6,14 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -124,7 +128,19 @@ void set_limit(int resource, rlim_t value) {
   if (plan.uid >= 0 && plan.limits.processes) set_limit(RLIMIT_NPROC, plan.limits.processes);
 
   if (plan.switch_uid_here) {
-    if (plan.unshare_net) unshare(CLONE_NEWNET);  // an empty network namespace: no network at all
+    if (plan.unshare_net && unshare(CLONE_NEWNET) == 0) {
+      // An empty network namespace: no network at all, and its own loopback, which starts down. Up, as bubblewrap
+      // leaves it: MPI's processes on one machine find each other over it (without, lab 09's mpirun stops with
+      // "unable to find network interfaces"); nothing outside the namespace is reachable through it.
+      const int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (sock >= 0) {
+        ifreq ifr{};
+        std::memcpy(ifr.ifr_name, "lo", 3);
+        ifr.ifr_flags = IFF_UP | IFF_RUNNING;
+        (void)ioctl(sock, SIOCSIFFLAGS, &ifr);
+        close(sock);
+      }
+    }
     if (setgroups(0, nullptr) != 0 || setresgid(plan.uid, plan.uid, plan.uid) != 0 ||
         setresuid(plan.uid, plan.uid, plan.uid) != 0) {
       const char msg[] = "labgrade: cannot switch to the sandbox uid\n";
