@@ -238,9 +238,12 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
     }
   }
   const std::vector<std::size_t> order = longest_first(expected);
-  auto spec_for = [&](std::size_t i) {
+  // Each lab's run, set once for both phases.
+  std::vector<GateRunSpec> specs(labs_.size());
+  for (std::size_t i = 0; i < labs_.size(); ++i) {
+    if (s.exes[i].empty()) continue;
     const LabPlan& plan = labs_[i];
-    GateRunSpec spec;
+    GateRunSpec& spec = specs[i];
     spec.exe = s.exes[i];
     spec.launcher = plan.recipe.launcher;
     spec.rubric = plan.gate_rubric;
@@ -264,14 +267,13 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
     spec.process.limits.processes =
         static_cast<std::uint64_t>(opts_.max_processes) * static_cast<std::uint64_t>(lab_jobs_);
     spec.process.limits.file_size = 64u << 20;
-    return spec;
-  };
+  }
   // Every lab's speed gates first, one lab after another with the GPU to itself (run_speed_gates, grade.h); then
   // the rest of each lab, the labs side by side.
   std::vector<double> speed_used(labs_.size(), 0.0);
   if (shared_slot)
     for (const std::size_t i : order)
-      if (!s.exes[i].empty()) speed_used[i] = run_speed_gates(s.result.labs[i], spec_for(i), turns);
+      if (!s.exes[i].empty()) speed_used[i] = run_speed_gates(s.result.labs[i], specs[i], turns);
   for_each_concurrently(labs_.size(), lab_jobs_, [&](std::size_t k) {
     const std::size_t i = order[k];
     LabResult& lab = s.result.labs[i];
@@ -279,7 +281,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
       apply_rubric(lab);
       return;
     }
-    run_and_score(lab, spec_for(i), opts_.sanitize, opts_.sanitize_strict, turns, speed_used[i]);
+    run_and_score(lab, specs[i], opts_.sanitize, opts_.sanitize_strict, turns, speed_used[i]);
   });
   if (shared_slot) sweep_uid(&sandbox_, slot);
   // The student's run time is the clock's: with labs side by side, less than the labs' own times added up.

@@ -301,9 +301,12 @@ int grade_main(const GradeOptions& opts) {
   for (std::size_t i = 0; i < recipes.size(); ++i) expected[i] = progress.last_seconds(recipes[i].lab);
   const std::vector<std::size_t> order = longest_first(expected);
   const auto started = std::chrono::steady_clock::now();
-  auto spec_for = [&](std::size_t i) {
+  // Each lab's run: its binary, logs, the grader's copy of its rubric and its limits, set once for both phases.
+  std::vector<GateRunSpec> specs(recipes.size());
+  for (std::size_t i = 0; i < recipes.size(); ++i) {
+    if (exes[i].empty()) continue;
     const Recipe& recipe = recipes[i];
-    GateRunSpec spec;
+    GateRunSpec& spec = specs[i];
     spec.exe = exes[i];
     spec.launcher = recipe.launcher;
     spec.log_dir = tree_logs / ("lab" + recipe.lab);
@@ -317,8 +320,7 @@ int grade_main(const GradeOptions& opts) {
     spec.process.limits.file_size = 1ull << 30;
     spec.process.cwd = spec.log_dir;
     spec.on_gate_start = [&progress, &recipe](const std::string& gate) { progress.gate(recipe.lab, gate); };
-    return spec;
-  };
+  }
   // Every lab's speed gates first, one lab after another with the GPU to itself (run_speed_gates, grade.h); then
   // the rest of each lab, the labs side by side.
   std::vector<double> speed_used(recipes.size(), 0.0);
@@ -326,7 +328,7 @@ int grade_main(const GradeOptions& opts) {
     for (const std::size_t i : order) {
       if (exes[i].empty()) continue;
       progress.print("labgrade: timing the speed gates of lab " + recipes[i].lab + "\n");
-      speed_used[i] = run_speed_gates(labs[i], spec_for(i), &turns);
+      speed_used[i] = run_speed_gates(labs[i], specs[i], &turns);
     }
   for_each_concurrently(recipes.size(), lab_jobs, [&](std::size_t k) {
     const std::size_t i = order[k];
@@ -336,10 +338,9 @@ int grade_main(const GradeOptions& opts) {
       apply_rubric(lab);
       return;
     }
-    const GateRunSpec spec = spec_for(i);
     progress.print("labgrade: running lab " + recipe.lab + " (" + std::to_string(lab.gates.size()) + " gates, " +
                    tree + " tree)\n");
-    run_and_score(lab, spec, opts.sanitize, opts.sanitize_strict, &turns, speed_used[i]);
+    run_and_score(lab, specs[i], opts.sanitize, opts.sanitize_strict, &turns, speed_used[i]);
     // One line per lab as soon as it is graded: the table comes at the end, and a run stopped before then (a
     // time limit, Ctrl-C) still says how far it got.
     int passed = 0;

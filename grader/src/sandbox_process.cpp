@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <net/if.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
