@@ -50,22 +50,26 @@ bool read_stat(pid_t pid, ProcStat* out) {
   return true;
 }
 
-// The longest run-queue wait (ns) of any thread of `pid`, or -1 when schedstat cannot be read.
-long long longest_thread_wait_ns(pid_t pid) {
+// Adds the run-queue wait (ns, schedstat's second field) of every thread of `pid` to `out`, by thread id; false
+// when schedstat cannot be read.
+bool thread_waits(pid_t pid, std::unordered_map<pid_t, unsigned long long>& out) {
   const std::string task = "/proc/" + std::to_string(pid) + "/task";
   DIR* d = opendir(task.c_str());
-  if (!d) return -1;
-  long long best = -1;
+  if (!d) return false;
+  bool any = false;
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     char buf[128];
     std::size_t n = 0;
     if (!read_small(task + "/" + e->d_name + "/schedstat", buf, sizeof buf, &n)) continue;
     unsigned long long on_cpu = 0, waited = 0;
-    if (std::sscanf(buf, "%llu %llu", &on_cpu, &waited) == 2) best = std::max(best, static_cast<long long>(waited));
+    if (std::sscanf(buf, "%llu %llu", &on_cpu, &waited) == 2) {
+      out[static_cast<pid_t>(std::atol(e->d_name))] = waited;
+      any = true;
+    }
   }
   closedir(d);
-  return best;
+  return any;
 }
 
 }  // namespace
@@ -84,6 +88,7 @@ void ProgressClock::sample(std::chrono::milliseconds min_interval) {
   const auto now = Clock::now();
   if (sampled_ && now - last_sample_ < min_interval) return;
   sampled_ = true;
+  const auto previous = last_sample_;
   last_sample_ = now;
 
   // Every process, with its parent: the tree under root_ is found from the parent links.
@@ -105,29 +110,41 @@ void ProgressClock::sample(std::chrono::milliseconds min_interval) {
     return t > 0 ? 1.0 / static_cast<double>(t) : 0.01;
   }();
   unsigned long long ticks = 0;
-  long long wait_ns = -1;
+  std::unordered_map<pid_t, unsigned long long> waits;
   std::vector<pid_t> todo{root_};
   for (std::size_t i = 0; i < todo.size() && i < 100000; ++i) {
     pid_t pid = todo[i];
     auto it = all.find(pid);
     if (it == all.end()) continue;
     ticks += it->second.cpu_ticks;
-    wait_ns = std::max(wait_ns, longest_thread_wait_ns(pid));
+    if (thread_waits(pid, waits)) schedstat_ok_ = true;
     auto c = children.find(pid);
     if (c != children.end()) todo.insert(todo.end(), c->second.begin(), c->second.end());
   }
-  if (wait_ns >= 0) schedstat_ok_ = true;
-  // Both only grow: a process that exits (or is reparented away) takes its figures with it, but the time it had
-  // waited was still imposed on the tree, and the CPU it used was still used.
-  waited_s_ = std::max(waited_s_, static_cast<double>(std::max(0LL, wait_ns)) * 1e-9);
+  // The wait the machine imposed on the tree since the last sample: that of its most-delayed thread over this
+  // interval (a thread first seen now waited all its wait within it), at most the interval itself. Interval by
+  // interval, not the largest total of any one thread: a tree whose waiting moves from thread to thread (a sandbox
+  // that waited while it started, then the gate binary; short-lived workers) would otherwise be forgiven only the
+  // single largest total, and a healthy binary on a busy machine would run out of its time.
+  const double interval = std::chrono::duration<double>(now - previous).count();
+  unsigned long long most = 0;
+  for (const auto& [tid, w] : waits) {
+    auto before = last_waits_.find(tid);
+    const unsigned long long since = before == last_waits_.end() || before->second > w ? w : w - before->second;
+    most = std::max(most, since);
+  }
+  last_waits_ = std::move(waits);
+  waited_s_ += std::min(interval, static_cast<double>(most) * 1e-9);
+  // CPU time only grows: a process that exits (or is reparented away) takes its figures with it, but the CPU it used
+  // was still used.
   cpu_s_ = std::max(cpu_s_, static_cast<double>(ticks) * tick);
 }
 
 double ProgressClock::wall_seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
 double ProgressClock::progress_seconds() const {
-  // The longest-waiting thread can change between samples (its total may jump by more than the interval), so
-  // clamp: progress never runs backwards.
+  // Between samples the clock runs at full speed; the next sample may take back some of it: clamp, progress never
+  // runs backwards.
   progress_s_ = std::max(progress_s_, wall_seconds() - waited_s_);
   return progress_s_;
 }

@@ -5,10 +5,12 @@
 // wrong. The kernel tells how long each thread has waited on a run queue (/proc/<pid>/task/<tid>/schedstat, second
 // field: runnable but not running), so
 //
-//     progress = wall time - (the longest run-queue wait of any thread in the tree)
+//     progress = wall time - (sum over sampling intervals of the run-queue wait of the tree's most-delayed thread
+//                             in that interval, at most the interval)
 //
 // is the time the tree would have needed on an idle machine: its own computing, and its own waiting for the GPU,
-// the disk or a sleep (those are not run-queue waits and still count). A hang in host code, a kernel that never
+// the disk or a sleep (those are not run-queue waits and still count). Interval by interval, because the waiting
+// moves between threads and processes (the sandbox that starts the gate binary, then the binary itself). A hang in host code, a kernel that never
 // ends and a sleep all accumulate progress at full speed, so they are still caught by the gate limit; only the
 // waiting that other processes caused is forgiven.
 //
@@ -22,6 +24,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <unordered_map>
 
 namespace labgrade {
 
@@ -42,7 +45,8 @@ class ProgressClock {
  private:
   pid_t root_;
   Clock::time_point start_, last_sample_;
-  double waited_s_ = 0;  // max over samples of the longest per-thread run-queue wait in the tree
+  double waited_s_ = 0;  // the run-queue wait imposed on the tree so far (see above)
+  std::unordered_map<pid_t, unsigned long long> last_waits_;  // each live thread's run-queue wait (ns), last sample
   double cpu_s_ = 0;
   mutable double progress_s_ = 0;  // last value handed out: progress never runs backwards
   bool schedstat_ok_ = false;

@@ -140,6 +140,33 @@ TEST_CASE("progress counts a sleeping tree at full speed", "[runner][progress]")
   waitpid(pid, nullptr, 0);
 }
 
+TEST_CASE("progress forgives waiting that moves from process to process", "[runner][progress]") {
+  // Six short-lived children one after another, each doing 0.1 s of its own CPU work on one CPU shared with three
+  // busy loops: every child waits about three times as long as it computes. Counting only the largest total wait
+  // of any one thread forgave one child's wait and let the clock run at nearly wall speed (a sandbox that waits
+  // while it starts, then the gate binary, is such a tree); interval by interval, every child's wait is forgiven.
+  PinnedLoad load(3);
+  pid_t pid = fork();
+  if (pid == 0) {
+    const std::string child = "while :; do read -ra st < /proc/$$/stat; (( st[13] + st[14] >= " + ticks(0.1) +
+                              " )) && break; done";
+    const std::string script = "for i in 1 2 3 4 5 6; do bash -c '" + child + "'; done";
+    execl("/bin/bash", "bash", "-c", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ProgressClock clock(pid);
+  for (;;) {
+    clock.sample(std::chrono::milliseconds(0));
+    if (waitpid(pid, nullptr, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double wall = clock.wall_seconds(), progress = clock.progress_seconds();
+  INFO("wall " << wall << " s, progress " << progress << " s, waited " << clock.waited_seconds() << " s");
+  if (wall < 1.2) WARN("the load did not slow the children (" << wall << " s): this run proves less");
+  REQUIRE(clock.measures_waits());
+  CHECK(progress < 0.6 * wall);
+}
+
 TEST_CASE("a healthy gate that waits for a CPU is not killed at the gate limit", "[runner][progress]") {
   // 0.6 s of its own CPU work against a 2 s limit, sharing one CPU with 5 busy loops: about 3.6 s on the clock,
   // which a wall-clock limit would have killed.
