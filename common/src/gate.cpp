@@ -34,6 +34,13 @@ std::optional<std::uint64_t>& secret_slot() {
 
 void detail::set_secret(std::uint64_t secret) { secret_slot() = secret; }
 
+detail::BodyRuns& detail::body_runs() {
+  static BodyRuns runs;
+  return runs;
+}
+void detail::body_started() { ++body_runs().started; }
+void detail::body_returned() { ++body_runs().returned; }
+
 std::uint64_t secret() {
   auto& s = secret_slot();
   if (!s) {

@@ -10,7 +10,19 @@
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "labkit/check.h"
 #include "labkit/device.h"
@@ -24,6 +36,129 @@ extern const char* const gate_default_rubric;
 extern std::string gate_binary;
 extern std::string gate_rubric_path;
 }  // namespace labkit::detail
+
+namespace {
+
+// ---- /proc closed to writes -------------------------------------------------------------------------------------
+// The student's object shares this process, and /proc/self/mem writes ignore page protections (the kernel breaks
+// copy-on-write for them): fopen + fwrite, nothing the object check can refuse, would patch the gates' code or
+// their read-only data. Under the grader (LABKIT_CLOSE_PROC=1), before any static initialiser of the student's
+// object runs, Landlock takes away the right to open files for writing anywhere below /proc: every other top-level
+// directory keeps it (the scratch folder, /dev's GPU nodes, /tmp). A plain constructor of the student's runs after
+// this one (priority 101 comes first); the object check refuses earlier ones (.preinit_array, prioritised
+// constructors, ifuncs). Files already open (the console log, the result channel) are untouched, and pipes and
+// sockets reopened through /proc/<pid>/fd (lab 09's channel under mpirun) are not files below /proc to Landlock.
+// A plain array, set by a constructor that runs before this file's dynamic initialisation (a std::string here would
+// not have been constructed yet).
+char g_proc_writes[512] = "open (not asked for)";
+
+std::string close_proc_to_writes() {
+#if defined(SYS_landlock_create_ruleset) && defined(LANDLOCK_ACCESS_FS_WRITE_FILE)
+  const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  if (abi < 1) return std::string("Landlock is not available (") + std::strerror(errno) + ")";
+  landlock_ruleset_attr attr{};
+  std::uint64_t rights = LANDLOCK_ACCESS_FS_WRITE_FILE;
+#ifdef LANDLOCK_ACCESS_FS_REFER
+  // From ABI 2 on, moving a file to another directory is refused unless the ruleset grants it: grant it wherever
+  // writing is granted, so that nothing but /proc changes.
+  if (abi >= 2) rights |= LANDLOCK_ACCESS_FS_REFER;
+#endif
+  attr.handled_access_fs = rights;
+  const int ruleset = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
+  if (ruleset < 0) return std::string("landlock_create_ruleset: ") + std::strerror(errno);
+  std::string problem;
+  if (DIR* root = opendir("/")) {
+    while (dirent* e = readdir(root)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == ".." || name == "proc") continue;
+      const int fd = open(("/" + name).c_str(), O_PATH | O_CLOEXEC);  // follows /lib -> usr/lib
+      if (fd < 0) continue;
+      struct stat st {};
+      if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        landlock_path_beneath_attr beneath{};
+        beneath.allowed_access = rights;
+        beneath.parent_fd = fd;
+        if (syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) != 0 && problem.empty())
+          problem = "landlock_add_rule /" + name + ": " + std::strerror(errno);
+      }
+      close(fd);
+    }
+    closedir(root);
+  } else {
+    problem = std::string("cannot list /: ") + std::strerror(errno);
+  }
+  if (problem.empty() && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    problem = std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
+  if (problem.empty() && syscall(SYS_landlock_restrict_self, ruleset, 0) != 0)
+    problem = std::string("landlock_restrict_self: ") + std::strerror(errno);
+  close(ruleset);
+  return problem;
+#else
+  return "this build has no Landlock headers";
+#endif
+}
+
+// Under an MPI launcher only world rank 0 writes the result channel (the lab's gates agree on one verdict across
+// processes). The launcher sets the rank in the environment before this process starts, so no code of the
+// submission decides it.
+bool world_rank_zero() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* r = std::getenv(v)) return std::string(r) == "0";
+  return true;
+}
+
+// A launcher (mpirun) does not pass the channel on: the grader names it "@parent:N", descriptor N of this process's
+// parent, which is opened through /proc/<ppid>/fd/N. Once Landlock is in force that is refused (the parent lies
+// outside this process's domain), so the constructor below opens it first and main() takes it from here.
+int g_parent_channel_fd = -1;
+
+void open_parent_channel(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--labkit-results") != 0 || std::strncmp(argv[i + 1], "@parent:", 8) != 0) continue;
+    if (!world_rank_zero()) return;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/fd/%s", static_cast<int>(getppid()), argv[i + 1] + 8);
+    g_parent_channel_fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    return;
+  }
+}
+
+// The CUDA driver names the threads it starts while it initialises by writing /proc/self/task/<tid>/comm, and takes a
+// refusal as a fatal error (cuInit returns CUDA_ERROR_OPERATING_SYSTEM): it is initialised first, while /proc is
+// still open. (The CUDA runtime may be linked statically and not be initialised this early, so the driver is
+// reached directly.)
+void initialise_cuda_driver() {
+  if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
+    using CuInit = int (*)(unsigned);
+    if (auto cu_init = reinterpret_cast<CuInit>(dlsym(driver, "cuInit"))) (void)cu_init(0);
+  }
+}
+
+// glibc passes main()'s arguments to the constructors of the program.
+__attribute__((constructor(101))) void close_proc_before_student_code(int argc, char** argv, char**) {
+  const char* ask = std::getenv("LABKIT_CLOSE_PROC");
+  if (!ask || std::string(ask) != "1") return;
+  open_parent_channel(argc, argv);
+  initialise_cuda_driver();
+  const std::string problem = close_proc_to_writes();
+  std::snprintf(g_proc_writes, sizeof g_proc_writes, "%s%s", problem.empty() ? "closed" : "open: ", problem.c_str());
+  // stdio, not iostreams: std::cerr may not be constructed this early.
+  if (!problem.empty())
+    std::fprintf(stderr, "labkit: /proc stays writable (%s): code in this process could patch the gates\n",
+                 problem.c_str());
+}
+
+}  // namespace
+
+// Threads that the CUDA driver, CUPTI or NCCL start later are named the same way, from the thread that started them
+// (glibc's pthread_setname_np writes /proc/self/task/<tid>/comm for another thread). The gate binary's own
+// definition takes the place of glibc's for every library of the process: a thread names itself as before
+// (PR_SET_NAME, no file), another thread's name is left as it is, and the call succeeds either way, since a name
+// changes nothing a gate checks and a refusal could stop a library.
+extern "C" int pthread_setname_np(pthread_t thread, const char* name) noexcept {
+  if (pthread_equal(thread, pthread_self())) return prctl(PR_SET_NAME, name, 0, 0, 0) == 0 ? 0 : errno;
+  return 0;
+}
 
 namespace {
 
@@ -49,6 +184,26 @@ bool context_lost_now() {
   return labkit::is_sticky(e);
 }
 
+// A gate with no failed and no skipped check passes only if its body returned (labkit/gate.h's TEST_CASE counts
+// the body's starts and returns). A body left by an exception that no check reported is the work of an object
+// thrown under the name of one of Catch2's own exceptions, which Catch2 takes silently: "passed" would be the
+// student's word, not the gate's. "passed" or "failed" with the message.
+std::string unreported_end() {
+  const auto& runs = labkit::gate::detail::body_runs();
+  if (runs.started == 0) {
+    add_message("this gate did not run through labkit's TEST_CASE (its file must include labkit/gate.h), so the "
+                "binary cannot tell whether it ended normally");
+    return "failed";
+  }
+  if (runs.returned < runs.started) {
+    add_message("the gate was left by an exception that no check reported: something in the step's code threw an "
+                "object under the name of one of the test framework's own exceptions, which the framework takes "
+                "without a word; a gate counts as passed only when its checks ran to the end");
+    return "failed";
+  }
+  return "passed";
+}
+
 class ResultChannelListener : public Catch::EventListenerBase {
  public:
   using Catch::EventListenerBase::EventListenerBase;
@@ -59,7 +214,8 @@ class ResultChannelListener : public Catch::EventListenerBase {
                      {"lab", labkit::detail::gate_lab_id},
                      {"seed", Catch::getSeed()},
                      {"secret", labkit::gate::secret()},
-                     {"rubric", labkit::detail::gate_rubric_path}};
+                     {"rubric", labkit::detail::gate_rubric_path},
+                     {"proc_writes", g_proc_writes}};
     j["device"] = labkit::has_device() ? labkit::describe(labkit::device_info()) : labkit::no_device_reason();
     labkit::report::detail::write_line(j.dump());
   }
@@ -67,6 +223,7 @@ class ResultChannelListener : public Catch::EventListenerBase {
   void testCaseStarting(const Catch::TestCaseInfo& info) override {
     g_state = GateState{};
     g_state.start = std::chrono::steady_clock::now();
+    labkit::gate::detail::body_runs() = {};
     labkit::report::detail::set_current_gate(info.name);
     labkit::report::detail::write_line(nlohmann::json{{"event", "gate_start"}, {"gate", info.name}}.dump());
   }
@@ -108,7 +265,7 @@ class ResultChannelListener : public Catch::EventListenerBase {
     else if (a.skipped > 0)
       status = "skipped";
     else
-      status = "passed";
+      status = unreported_end();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_state.start).count();
     nlohmann::json j{{"event", "gate_end"}, {"gate", stats.testInfo->name}, {"status", status},
                      {"message", g_state.messages}, {"seconds", seconds}};
@@ -146,18 +303,15 @@ CATCH_TRANSLATE_EXCEPTION(const labkit::CudaError& e) {
   return e.what();
 }
 
-// Under an MPI launcher every process of the job runs this binary; only world rank 0 writes the result channel (the
-// lab's gates agree on one verdict across processes). The launcher sets the rank in the environment before this
-// process starts, so no code of the submission decides it. mpirun does not pass its own descriptors on to the
-// processes it starts: the grader then names the channel "@parent:N", descriptor N of this process's parent (the
-// launcher).
+// Under an MPI launcher every process of the job runs this binary; only world rank 0 writes the result channel.
+// mpirun does not pass its own descriptors on to the processes it starts: the grader then names the channel
+// "@parent:N", descriptor N of this process's parent (the launcher), opened already if /proc is closed.
 static std::string channel_of_this_process(const std::string& results) {
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* r = std::getenv(v)) {
-      if (std::string(r) != "0") return "";
-      break;
-    }
-  if (results.rfind("@parent:", 0) == 0) return "/proc/" + std::to_string(getppid()) + "/fd/" + results.substr(8);
+  if (!world_rank_zero()) return "";
+  if (results.rfind("@parent:", 0) == 0) {
+    if (g_parent_channel_fd >= 0) return "/dev/fd/" + std::to_string(g_parent_channel_fd);
+    return "/proc/" + std::to_string(getppid()) + "/fd/" + results.substr(8);
+  }
   return results;
 }
 

@@ -144,6 +144,12 @@ ProcessSpec attempt_process(const GateRunSpec& spec, const std::vector<std::stri
   ps.argv.push_back(join(names, ","));
   ps.output = log;
   ps.channel_fd = channel_fd;
+  // The gate binary closes /proc to writes before the student's code runs (labkit's gates_main.cpp): no patching
+  // of the gates through /proc/self/mem.
+  ps.env.erase(std::remove_if(ps.env.begin(), ps.env.end(),
+                              [](const auto& kv) { return kv.first == "LABKIT_CLOSE_PROC"; }),
+               ps.env.end());
+  ps.env.emplace_back("LABKIT_CLOSE_PROC", "1");
   if (ps.cwd.empty()) ps.cwd = spec.log_dir;
   return ps;
 }
@@ -419,6 +425,11 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
     lab.run_seconds += a.seconds;
     waited += a.waited;
     if (lab.device.empty() && !a.parser.device().empty()) lab.device = a.parser.device();
+    if (starts_with(a.parser.proc_writes(), "open: ")) {
+      const std::string note = "the gate binary could not close /proc to writes (" + a.parser.proc_writes().substr(6) +
+                               "): code of the submission could have patched the gates through /proc/self/mem";
+      if (std::find(lab.notes.begin(), lab.notes.end(), note) == lab.notes.end()) add_note(lab, note);
+    }
     if (!lab.seed && a.parser.seed()) lab.seed = a.parser.seed();
     for (std::size_t i = 0; i < a.parser.anomalies().size() && i < 3; ++i)
       add_note(lab, "result channel: " + a.parser.anomalies()[i]);

@@ -210,6 +210,7 @@ LabResult make_lab_result(const labkit::Rubric& rubric, const std::string& lab_n
     g.threshold = rg->threshold;
     g.reference = rg->reference;
     g.floor = rg->floor;
+    g.max_ratio = rg->max_ratio;
     g.hint = rg->hint;
     g.status = Status::missing;
     lab.gates.push_back(std::move(g));
@@ -228,13 +229,38 @@ void set_all(LabResult& lab, Status status, const std::string& message) {
   }
 }
 
+namespace {
+// "" or why a speed gate's reported figures cannot be right: a ratio above the rubric's max_ratio. (The escaped-work
+// verdict stays the binary's alone: labs 07 and 08 report per-iteration times, against which a whole call's wait
+// cannot be judged from the outside.)
+std::string beyond_hardware(const GateResult& g) {
+  auto metric = [&](const char* name) -> std::optional<double> {
+    auto it = g.metrics.find(name);
+    if (it == g.metrics.end()) return std::nullopt;
+    return it->second.value;
+  };
+  const auto ratio = metric("ratio");
+  if (g.max_ratio && ratio && !(*ratio <= *g.max_ratio))
+    return "measured ratio = " + fmt_number(*ratio) + ", above " + fmt_number(*g.max_ratio) +
+           ", beyond what the hardware allows (replayed results, or work the timer did not see)";
+  return "";
+}
+}  // namespace
+
 void apply_rubric(LabResult& lab) {
   for (auto& g : lab.gates) {
     if (g.kind == "speed" && g.threshold && !g.metric_name.empty()) {
       auto it = g.metrics.find(g.metric_name);
       if (it != g.metrics.end()) g.measured = it->second.value;
       if (g.status == Status::passed) {
-        if (!g.measured) {
+        // The binary fails this itself (labkit::gate::require_speedup); the grader checks it again from the figures
+        // the gate reported, so that a verdict the step's code reached into is not the last word.
+        const std::string beyond = beyond_hardware(g);
+        if (!beyond.empty()) {
+          g.status = Status::failed;
+          g.message = beyond + " (the gate binary said passed; the grader's re-check decides)" +
+                      (g.message.empty() ? "" : "\n" + g.message);
+        } else if (!g.measured) {
           g.status = Status::failed;
           g.message = "the gate reported no `" + g.metric_name + "` figure, so its threshold (" +
                       fmt_number(*g.threshold) + ") cannot be checked" + (g.message.empty() ? "" : "\n" + g.message);
@@ -363,6 +389,7 @@ void ChannelParser::line(std::string_view l) {
     }
     run_started_ = true;
     device_ = str("device");
+    proc_writes_ = str("proc_writes");
     if (j.contains("seed") && j["seed"].is_number_unsigned()) seed_ = j["seed"].get<std::uint64_t>();
     return;
   }

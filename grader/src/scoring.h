@@ -55,6 +55,7 @@ struct GateResult {
   std::string metric_name;
   std::optional<double> threshold, reference, measured;
   std::optional<double> floor;  // partial credit from floor (0 points) to threshold (full), see apply_rubric
+  std::optional<double> max_ratio;  // a `ratio` above it is beyond the hardware: re-checked by apply_rubric too
   std::string hint;
   std::string sanitizer;  // compute-sanitizer findings attributed to this gate (--sanitize)
 };
@@ -157,6 +158,8 @@ class ChannelParser {
   const std::vector<std::string>& anomalies() const { return anomalies_; }
   const std::set<std::string>& started() const { return started_; }
   const std::string& device() const { return device_; }
+  // Whether the gate binary closed /proc to writes before the student's code ran ("closed", or "open: why").
+  const std::string& proc_writes() const { return proc_writes_; }
   std::optional<std::uint64_t> seed() const { return seed_; }
   // Gate events seen so far (gate_start and gate_end): the runner uses it to notice progress.
   std::size_t gate_events() const { return gate_events_; }
@@ -180,6 +183,7 @@ class ChannelParser {
   std::set<std::string> started_;
   std::vector<std::string> anomalies_;
   std::string device_;
+  std::string proc_writes_;
   std::optional<std::uint64_t> seed_;
   std::size_t gate_events_ = 0;
   std::size_t bytes_ = 0;

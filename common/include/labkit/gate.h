@@ -14,6 +14,43 @@
 #include "labkit/rubric.h"
 #include "labkit/timing.h"
 
+// ---- Every gate body runs through labkit ----------------------------------------------------------------------
+// TEST_CASE is redefined here (after Catch2's own definition, which the include guard then keeps out) so that the
+// gate binary knows whether each gate's body returned or was left by an exception. Catch2 swallows its own
+// "a check already failed" and "skipped" exceptions without a word, trusting that the failure or the skip was
+// recorded when they were thrown; code of the student's in the same process can throw an object that only carries
+// one of those type names (libstdc++ matches exception types by name), leave the gate with nothing recorded, and
+// the gate would count as passed. gates_main.cpp fails a gate whose body was left that way, and a gate that did not
+// come through this macro at all (a gate file that does not include labkit/gate.h).
+namespace labkit::gate::detail {
+void body_started();
+void body_returned();
+struct BodyRuns {
+  int started = 0, returned = 0;
+};
+// The current gate's count of body runs (reset when a gate starts); read by the result channel's listener.
+BodyRuns& body_runs();
+}  // namespace labkit::gate::detail
+
+#define LABKIT_GATE_CAT2(a, b) a##b
+#define LABKIT_GATE_CAT(a, b) LABKIT_GATE_CAT2(a, b)
+#define LABKIT_GATE_CASE(Body, Entry, Registrar, ...)                                                         \
+  static void Body();                                                                                         \
+  static void Entry() {                                                                                       \
+    ::labkit::gate::detail::body_started();                                                                   \
+    Body();                                                                                                   \
+    ::labkit::gate::detail::body_returned();                                                                  \
+  }                                                                                                           \
+  namespace {                                                                                                 \
+  const ::Catch::AutoReg Registrar(::Catch::makeTestInvoker(&Entry), CATCH_INTERNAL_LINEINFO,                 \
+                                   ::Catch::StringRef(), ::Catch::NameAndTags{__VA_ARGS__});                  \
+  }                                                                                                           \
+  static void Body()
+#undef TEST_CASE
+#define TEST_CASE(...)                                                                                        \
+  LABKIT_GATE_CASE(LABKIT_GATE_CAT(labkit_gate_body_, __LINE__), LABKIT_GATE_CAT(labkit_gate_entry_, __LINE__), \
+                   LABKIT_GATE_CAT(labkit_gate_registrar_, __LINE__), __VA_ARGS__)
+
 #define LABKIT_REQUIRE_GPU()                                             \
   do {                                                                   \
     if (!::labkit::has_device()) SKIP(::labkit::no_device_reason());     \
