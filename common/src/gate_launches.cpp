@@ -36,7 +36,17 @@ void report_shared_memory_kernels(const std::vector<launches::Kernel>& ran) {
 }  // namespace
 
 void own_kernels(std::string_view step, const std::function<void()>& call) {
-  if (launches::Recorder::active()) return call();  // an enclosing scope records this call already
+  // Scopes nest only inside scopes of the gates' own: a recorder that some other code left running (a step that
+  // held one open would have every later check pass by this early return) fails the gate instead.
+  static int depth = 0;
+  if (depth > 0) return call();  // an enclosing scope of the gates' records this call already
+  if (launches::Recorder::active())
+    FAIL("a launch recorder that the gates did not start is running, so which kernels " << step
+         << " runs cannot be checked\n  " << reproduce_hint());
+  struct Depth {
+    Depth() { ++depth; }
+    ~Depth() { --depth; }
+  } inside;
   launches::Recorder recorder;
   if (!recorder.available()) {
     // CUPTI serves one tool at a time: under compute-sanitizer, ncu or nsys the recorder cannot start. A run by

@@ -39,6 +39,11 @@ TEST_CASE("kernels of CUB and Thrust are told apart by their own namespace", "[c
   // A kernel in an anonymous namespace: "(anonymous namespace)" is not a parameter list.
   CHECK(header_library("_ZN36_GLOBAL__N__7042aeff_4_s_cu_a51554e49anon_tmplILi4EEEvPf").empty());
   CHECK(header_library("_ZN3cub12_GLOBAL__N_16KernelEv") == "cub");
+  // CCCL's THRUST_CUB_WRAPPED_NAMESPACE puts both libraries inside another namespace (the lab's, say).
+  CHECK(header_library("_ZN5lab043cub6detail6KernelEv") == "cub");
+  CHECK(header_library("_ZN5lab046thrust4impl6KernelEv") == "thrust");
+  // A namespace whose name only ends in "cub" is not CUB.
+  CHECK(header_library("_ZN6my_cub6kernelEv").empty());
 }
 
 TEST_CASE("demangle leaves extern \"C\" names alone", "[cpu][launches]") {

@@ -182,6 +182,7 @@ void Batch::compile(Submission& s, int slot) {
     // Thrust and CUB) defines C symbols and calls dlopen/dlsym; off, so that whatever the object check finds is
     // the student's own.
     spec.extra_compile_flags = {"-DCCCL_DISABLE_NVTX", "-DNVTX_DISABLE"};
+    spec.write_dependencies = true;
     spec.inspect = [&, ps = spec.process](const std::string& src, const fs::path& obj) {
       return inspect_object(ps, plan, src, obj);
     };
@@ -205,10 +206,24 @@ std::string Batch::inspect_object(ProcessSpec ps, const LabPlan& plan, const std
   };
   auto nm = run_tool({nm_, "-P", obj.string()}, "nm");
   auto dis = run_tool({objdump_, "-d", obj.string()}, "objdump");
-  if (!nm || !dis) return "refused: student/" + src + " could not be inspected (nm or objdump failed on its object)";
+  auto headers = run_tool({objdump_, "-h", obj.string()}, "sections");
+  if (!nm || !dis || !headers)
+    return "refused: student/" + src + " could not be inspected (nm or objdump failed on its object)";
   auto findings = check_symbols(parse_nm_posix(*nm), plan.objects);
-  auto raw = find_raw_syscalls(*dis);
-  findings.insert(findings.end(), raw.begin(), raw.end());
+  for (auto more : {find_raw_syscalls(*dis), find_early_code(*headers)})
+    findings.insert(findings.end(), more.begin(), more.end());
+  // The headers the file included (the compile's -MD list, written by the compiler, not the student): a library
+  // that none of the file's gates allows. A missing list (a compiler that could not write it) is a refusal too,
+  // since its absence would let any library in.
+  const fs::path deps = obj.string() + ".d";
+  if (!fs::is_regular_file(deps))
+    return "refused: student/" + src + " could not be inspected (the compiler wrote no list of included headers)";
+  const std::string step = step_of_source(src);
+  std::set<std::string> allowed;
+  for (const auto& g : plan.rubric.gates)
+    if (step.empty() || step_of_gate(g.id) == step) allowed.insert(g.allow_libraries.begin(), g.allow_libraries.end());
+  auto libs = find_library_headers(read_file_limited(deps, 16u << 20, false), allowed);
+  findings.insert(findings.end(), libs.begin(), libs.end());
   return findings.empty() ? "" : describe_refusal(src, findings);
 }
 

@@ -48,6 +48,66 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use, "process_vm_writev", "writes another process's memory"},
     {SymbolRule::forbid_use, "process_vm_readv", "reads another process's memory"},
     {SymbolRule::forbid_use, "syscall", "a system call by number, which no symbol check can follow"},
+    // Writable code by other means: a mapping placed over the gates' code (MAP_FIXED), moved or remapped, shared
+    // memory that another mapping of the same pages can write. (Writes through /proc/self/mem are stopped at run
+    // time: labkit's start-up forbids writes below /proc, see gates_main.cpp.)
+    {SymbolRule::forbid_use, "mmap*", "maps memory over the gates' code or data (MAP_FIXED) to change it"},
+    {SymbolRule::forbid_use, "__mmap*", "glibc's mmap: maps memory over the gates' code or data"},
+    {SymbolRule::forbid_use, "mremap", "moves or grows a mapping over the gates' code or data"},
+    {SymbolRule::forbid_use, "munmap", "removes the gates' code or data from the address space"},
+    {SymbolRule::forbid_use, "madvise", "changes how the gates' pages behave (MADV_DONTNEED discards their data)"},
+    {SymbolRule::forbid_use, "remap_file_pages", "rearranges mapped pages"},
+    {SymbolRule::forbid_use, "shmat", "attaches shared memory (a second, writable view of pages)"},
+    {SymbolRule::forbid_use, "memfd_create", "creates memory that can be mapped twice, once writable"},
+    {SymbolRule::forbid_use, "pkey_*", "changes memory protection keys of the gates' pages"},
+    // Code that runs when the step is not running: a thread, a timer's signal or a host callback left behind can
+    // launch a library's kernels after the recorder has stopped, do the step's work after its timer has stopped, or
+    // keep the GPU or a CPU busy while the gate times its baseline (a slowed baseline raises the step's ratio). No
+    // step of any lab needs a host thread of its own: the GPU does the parallel work.
+    {SymbolRule::forbid_use, "pthread_create", "starts a thread, which runs on while the gates time their baselines"},
+    {SymbolRule::forbid_use_scope, "std::thread::_M_start_thread",
+     "starts a thread (std::thread, std::jthread, std::async), which runs on while the gates time their baselines"},
+    {SymbolRule::forbid_use, "thrd_create", "starts a thread, which runs on while the gates time their baselines"},
+    {SymbolRule::forbid_use, "aio_*", "asynchronous I/O: glibc runs it on threads of its own"},
+    {SymbolRule::forbid_use, "mq_notify", "a message-queue notification can start a thread"},
+    {SymbolRule::forbid_use, "getaddrinfo_a", "asynchronous name lookup: glibc runs it on threads of its own"},
+    {SymbolRule::forbid_use, "timer_create", "a timer that runs code later (a signal or a thread)"},
+    {SymbolRule::forbid_use, "setitimer", "a timer that interrupts the gates later with a signal"},
+    {SymbolRule::forbid_use, "alarm", "a timer that interrupts the gates later with a signal"},
+    {SymbolRule::forbid_use, "ualarm", "a timer that interrupts the gates later with a signal"},
+    {SymbolRule::forbid_use, "sigaction", "a signal handler: code that interrupts the gates"},
+    {SymbolRule::forbid_use, "__sigaction", "glibc's sigaction: a signal handler"},
+    {SymbolRule::forbid_use, "signal", "a signal handler: code that interrupts the gates"},
+    {SymbolRule::forbid_use, "bsd_signal", "a signal handler: code that interrupts the gates"},
+    {SymbolRule::forbid_use, "__sysv_signal", "a signal handler: code that interrupts the gates"},
+    {SymbolRule::forbid_use, "sysv_signal", "a signal handler: code that interrupts the gates"},
+    {SymbolRule::forbid_use, "sigset", "a signal handler: code that interrupts the gates"},
+    {SymbolRule::forbid_use, "cudaLaunchHostFunc", "a host callback that runs when the stream reaches it, "
+                                                   "after the step has returned"},
+    {SymbolRule::forbid_use, "cudaStreamAddCallback", "a host callback that runs after the step has returned"},
+    {SymbolRule::forbid_use, "cuLaunchHostFunc", "a host callback that runs after the step has returned"},
+    {SymbolRule::forbid_use, "cuStreamAddCallback", "a host callback that runs after the step has returned"},
+    // The CPU time and placement the gates' own thread gets: a step that lowers its priority or pins it to a busy
+    // CPU slows every baseline that launches many kernels or waits on the host.
+    {SymbolRule::forbid_use, "sched_set*", "changes the scheduling of the gates' thread (priority, policy, CPUs)"},
+    {SymbolRule::forbid_use, "pthread_setaffinity_np", "pins the gates' thread to chosen CPUs"},
+    {SymbolRule::forbid_use, "pthread_setschedparam", "changes the scheduling of the gates' thread"},
+    {SymbolRule::forbid_use, "pthread_setschedprio", "changes the priority of the gates' thread"},
+    {SymbolRule::forbid_use, "setpriority", "changes the priority of the gates' process"},
+    {SymbolRule::forbid_use, "nice", "changes the priority of the gates' process"},
+    // Device-wide settings that the gates' baselines share with the step. Per-kernel settings
+    // (cudaFuncSetAttribute, cudaFuncSetCacheConfig) stay allowed: they change only the step's own kernels.
+    {SymbolRule::forbid_use, "cudaSetDeviceFlags",
+     "changes how every later CUDA call waits (blocking synchronisation slows the gates' baselines)"},
+    {SymbolRule::forbid_use, "cudaDeviceSetLimit",
+     "changes a device-wide limit (the persisting L2 set-aside, the stack) that the gates' baselines share"},
+    {SymbolRule::forbid_use, "cudaDeviceSetCacheConfig",
+     "changes the L1/shared split of every kernel, the baselines' too (use cudaFuncSetCacheConfig for yours)"},
+    {SymbolRule::forbid_use, "cudaDeviceSetSharedMemConfig", "changes a device-wide setting the baselines share"},
+    {SymbolRule::forbid_use, "cudaStreamSetAttribute",
+     "sets an L2 access-policy window or priority on a stream (the default stream is the baselines' too)"},
+    {SymbolRule::forbid_use, "cudaCtxResetPersistingL2Cache", "changes what the whole device keeps in L2"},
+    {SymbolRule::forbid_use, "cudaDeviceReset", "destroys the gates' device memory and handles"},
     // What the gates read from the environment (LABKIT_SANITIZER, the seed, the result channel).
     {SymbolRule::forbid_use, "setenv", "changes an environment variable that the gates read"},
     {SymbolRule::forbid_use, "putenv", "changes an environment variable that the gates read"},
@@ -117,6 +177,9 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use_scope, "labkit::report", "the result channel to the grader"},
     {SymbolRule::forbid_use_scope, "labkit::detail", "the gates' internals"},
     {SymbolRule::forbid_use_scope, "labkit::gate", "the gates' verdicts, thresholds and seeds"},
+    {SymbolRule::forbid_use_scope, "labkit::launches",
+     "the gates' record of which kernels a step ran (a step that can ask whether it is watched can do other "
+     "work when it is not)"},
     {SymbolRule::forbid_use_scope, "Catch", "the test framework that runs the gates"},
 
     // Definitions the compilers make for every CUDA file.
@@ -346,6 +409,12 @@ std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, con
   };
   const std::string lab = policy.lab_namespace;
   for (const auto& s : symbols) {
+    if (s.type == 'i') {  // before the global test: an ifunc is refused whatever its name and scope
+      out.push_back({demangle(unversioned(s.name)),
+                     "an indirect function (ifunc): its resolver runs while the program is loaded, before the gates' "
+                     "start-up"});
+      continue;
+    }
     if (!s.global()) continue;
     const std::string name = unversioned(s.name);
     bool global_scope = false, templated = false;
@@ -429,6 +498,48 @@ std::vector<ObjFinding> find_raw_syscalls(const std::string& objdump_text) {
       if (!seen)
         out.push_back({where, "contains a raw `" + instr +
                                   "` instruction: a system call that no symbol shows (inline assembly)"});
+    }
+  }
+  return out;
+}
+
+std::vector<ObjFinding> find_early_code(const std::string& objdump_headers) {
+  // objdump -h: "  5 .init_array.00101 00000008  0000000000000000 ..." (index, name, size, ...).
+  static const std::regex section(R"(^\s*\d+\s+(\S+)\s)");
+  static const std::regex early(R"(^(\.preinit_array.*|\.init_array\..+|\.ctors.*)$)");
+  std::vector<ObjFinding> out;
+  for (const auto& line : split_lines(objdump_headers)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, section)) continue;
+    const std::string name = m[1].str();
+    if (std::regex_match(name, early))
+      out.push_back({name, "code that runs before the gates' start-up (a pre-initialiser or a constructor with a "
+                           "priority): a plain static initialiser runs after it and is allowed"});
+  }
+  return out;
+}
+
+std::vector<ObjFinding> find_library_headers(const std::string& depfile_text, const std::set<std::string>& allowed) {
+  std::vector<ObjFinding> out;
+  const bool thrust_ok = allowed.count("thrust") > 0;
+  const bool cub_ok = thrust_ok || allowed.count("cub") > 0;
+  std::set<std::string> seen;
+  // Make's syntax: "obj.o : src.cu \" then one path per line (paths with spaces escaped). A header of the library
+  // lies below an include directory: .../include/cccl/thrust/sort.h (CUDA 13), .../include/cub/cub.cuh; the
+  // student's own paths (a submission folder named "thrust") do not count.
+  std::string text = replace_all(depfile_text, "\\\n", " ");
+  for (const auto& word : split(replace_all(text, "\n", " "), ' ')) {
+    if (word.empty() || ends_with(word, ":")) continue;
+    for (const char* lib : {"thrust", "cub"}) {
+      const bool ok = std::string(lib) == "thrust" ? thrust_ok : cub_ok;
+      const bool hit = contains(word, std::string("/include/") + lib + "/") ||
+                       contains(word, std::string("/include/cccl/") + lib + "/");
+      if (ok || seen.count(lib) || !hit) continue;
+      seen.insert(lib);
+      out.push_back({word, std::string("includes ") + (std::string(lib) == "thrust" ? "Thrust" : "CUB") +
+                               ", whose kernels would do this step's work: the step's gates allow no such library "
+                               "(their kernels compile into your object under any name, so the grader goes by the "
+                               "headers)"});
     }
   }
   return out;

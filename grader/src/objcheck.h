@@ -54,6 +54,19 @@ std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, con
 // Raw system-call instructions in the host code of `objdump -d` output ("function: syscall").
 std::vector<ObjFinding> find_raw_syscalls(const std::string& objdump_text);
 
+// Code that runs before main(), ahead of the gates' start-up (labkit's constructor that closes /proc to writes):
+// `objdump -h` sections .preinit_array, prioritised constructors (.init_array.NNNNN, .ctors*). An object's plain
+// static initialisers (.init_array) run after labkit's and stay allowed.
+std::vector<ObjFinding> find_early_code(const std::string& objdump_headers);
+
+// CCCL's algorithm libraries among the headers a student file included (the compiler's dependency list, `-MD`):
+// "thrust" and/or "cub", each with the first such header, for each library the file's gates do not allow
+// (`allowed`: rubric names; thrust allows CUB too, as Thrust's algorithms run CUB's). Their kernels compile into the
+// student's own object, where CCCL's own switch (THRUST_CUB_WRAPPED_NAMESPACE, or a macro named cub) renames them
+// into the lab's namespace: the launch recorder, which must go by names, cannot tell them from the student's. The
+// headers a file included cannot be renamed.
+std::vector<ObjFinding> find_library_headers(const std::string& depfile_text, const std::set<std::string>& allowed);
+
 // The gate message of a refused object (at most max_items findings listed).
 std::string describe_refusal(const std::string& source, const std::vector<ObjFinding>& findings,
                              std::size_t max_items = 12);

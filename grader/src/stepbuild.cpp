@@ -133,6 +133,7 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
       objects[k] = spec.obj_dir / (replace_all(r.student_sources[k], "/", "_") + ".o");
       auto argv = r.compile_argv(k, spec.src_dir / r.student_sources[k], objects[k]);
       argv.insert(argv.begin() + 1, spec.extra_compile_flags.begin(), spec.extra_compile_flags.end());
+      if (spec.write_dependencies) argv.insert(argv.begin() + 1, {"-MD", "-MF", objects[k].string() + ".d"});
       compiled[k] = run_tool(compiler, spec.timeout_s, argv,
                              spec.log_dir / (spec.log_prefix + ".compile" + std::to_string(k + 1) + ".log"));
     });

@@ -51,6 +51,9 @@ struct LabBuildSpec {
   // once they have all ended). The results and messages do not depend on it.
   int jobs = 1;
   std::vector<std::string> extra_compile_flags;  // grader-only flags (batch: NVTX off for the object check)
+  // Each compile also writes the headers its file included (`-MD -MF <object>.d`), for inspect: which libraries
+  // the file brought in cannot be renamed away, unlike the names of the kernels they compile into it.
+  bool write_dependencies = false;
   std::vector<std::pair<std::string, std::string>> path_rewrites;  // for the messages students read
   // Called for each student object that compiled: "" or a refusal (the whole lab is then `refused`).
   std::function<std::string(const std::string& source, const fs::path& object)> inspect;

@@ -114,7 +114,16 @@ TEST_CASE("what a student object may not use", "[objcheck]") {
                            "dprintf", "__dprintf_chk", "fdopen", "_IO_fdopen", "dup", "dup2", "dup3", "fcntl",
                            "fcntl64", "aio_write", "write@GLIBC_2.2.5",
                            // Copying the channel's key without taking it.
-                           "recv", "recvmsg", "recvfrom", "recvmmsg", "__recv_chk"}) {
+                           "recv", "recvmsg", "recvfrom", "recvmmsg", "__recv_chk",
+                           // Writable pages over the gates' code without mprotect.
+                           "mmap", "mmap64", "mremap", "munmap", "madvise", "shmat", "memfd_create", "pkey_alloc",
+                           // Code that runs while the step does not: threads, timers, signal handlers, callbacks.
+                           "pthread_create", "thrd_create", "timer_create", "setitimer", "alarm", "sigaction",
+                           "signal", "__sysv_signal", "cudaLaunchHostFunc", "cudaStreamAddCallback",
+                           // The gates' thread's share of the CPUs, and device-wide settings the baselines share.
+                           "sched_setscheduler", "sched_setaffinity", "pthread_setaffinity_np", "setpriority",
+                           "nice", "cudaSetDeviceFlags", "cudaDeviceSetLimit", "cudaDeviceSetCacheConfig",
+                           "cudaStreamSetAttribute", "cudaCtxResetPersistingL2Cache"}) {
     INFO(name);
     auto f = check_one(name, 'U');
     REQUIRE(f.size() == 1);
@@ -124,9 +133,19 @@ TEST_CASE("what a student object may not use", "[objcheck]") {
   CHECK(refused("_ZN6labkit6detail9gate_infoEv", 'U'));
   CHECK(refused("_ZN6labkit4gate4seedESt17basic_string_viewIcSt11char_traitsIcEE", 'U'));
   CHECK(refused("_ZN5Catch7Session3runEv", 'U'));
+  // Asking the launch recorder whether it watches (a step that knows does other work when it does not).
+  CHECK(refused("_ZN6labkit8launches8Recorder6activeEv", 'U'));
+  CHECK(refused("_ZN6labkit8launches8RecorderC1Ev", 'U'));
+  // Threads: std::thread, std::jthread and std::async all start through _M_start_thread.
+  CHECK(refused("_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE", 'U'));
+  // std::thread's other members (hardware_concurrency) start nothing.
+  CHECK_FALSE(refused("_ZNSt6thread20hardware_concurrencyEv", 'U'));
   CHECK(refused("_ZN9__gnu_cxx13stdio_filebufIcSt11char_traitsIcEEC1EiSt13_Ios_Openmodem", 'U'));
   // What every step uses.
   for (const char* name : {"memcpy", "malloc", "cudaMalloc", "cudaLaunchKernel", "cublasSgemm_v2", "getenv",
+                           // Per-kernel settings change only the step's own kernels; a step may pick its device.
+                           "cudaFuncSetAttribute", "cudaFuncSetCacheConfig", "cudaSetDevice", "cudaStreamCreate",
+                           "cudaStreamCreateWithFlags",
                            // Printing to the console log, and the files a step may open by name.
                            "printf", "puts", "fprintf", "fwrite", "fflush", "__printf_chk", "fopen", "fclose",
                            "_ZNSolsEi", "_ZStlsISt11char_traitsIcEERSt13basic_ostreamIcT_ES5_PKc",
@@ -153,6 +172,48 @@ TEST_CASE("raw system calls in the disassembly", "[objcheck]") {
   CHECK_THAT(f[0].reason, ContainsSubstring("syscall"));
   CHECK(f[1].symbol == "lab42::sub(int, int)");
   CHECK_THAT(describe_refusal("x.cu", f), ContainsSubstring("refused: student/x.cu"));
+}
+
+TEST_CASE("code that runs before the gates' start-up", "[objcheck]") {
+  // objdump -h of an object with a prioritised constructor and a pre-initialiser; plain .init_array is allowed.
+  const std::string headers =
+      "x.o:     file format elf64-x86-64\n\nSections:\nIdx Name          Size      VMA               LMA\n"
+      "  0 .text         00000010  0000000000000000  0000000000000000  00000040  2**4\n"
+      "  5 .init_array   00000008  0000000000000000  0000000000000000  00000060  2**3\n"
+      "  6 .init_array.00101 00000008  0000000000000000  0000000000000000  00000068  2**3\n"
+      "  7 .preinit_array 00000008  0000000000000000  0000000000000000  00000070  2**3\n";
+  auto f = find_early_code(headers);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].symbol == ".init_array.00101");
+  CHECK(f[1].symbol == ".preinit_array");
+  CHECK_THAT(f[0].reason, ContainsSubstring("before the gates' start-up"));
+  // An indirect function's resolver runs while the program loads, whatever namespace it is in.
+  ObjPolicy p;
+  p.lab_namespace = "lab42";
+  auto ifunc = check_symbols({{"_ZN5lab424fastEv", 'i'}}, p);
+  REQUIRE(ifunc.size() == 1);
+  CHECK_THAT(ifunc[0].reason, ContainsSubstring("ifunc"));
+}
+
+TEST_CASE("the headers a file included: Thrust and CUB only where a gate allows them", "[objcheck]") {
+  const std::string deps =
+      "obj.o : /scratch/3-thrust/src/labs/04_bitonic_sort/student/step1.cu \\\n"
+      "  /usr/local/cuda/bin/../targets/x86_64-linux/include/cuda_runtime.h \\\n"
+      "  /usr/local/cuda-13.0/include/cccl/cuda/std/limits \\\n"
+      "  /usr/local/cuda-13.0/include/cccl/thrust/sort.h \\\n"
+      "  /usr/local/cuda-13.0/include/cccl/cub/device/device_radix_sort.cuh\n";
+  auto none = find_library_headers(deps, {});
+  REQUIRE(none.size() == 2);
+  CHECK_THAT(none[0].reason, ContainsSubstring("includes Thrust"));
+  CHECK(none[0].symbol == "/usr/local/cuda-13.0/include/cccl/thrust/sort.h");
+  CHECK_THAT(none[1].reason, ContainsSubstring("includes CUB"));
+  CHECK(find_library_headers(deps, {"thrust"}).empty());  // Thrust's algorithms run CUB's kernels
+  auto cub_only = find_library_headers(deps, {"cub"});
+  REQUIRE(cub_only.size() == 1);
+  CHECK_THAT(cub_only[0].reason, ContainsSubstring("includes Thrust"));
+  CHECK(find_library_headers(deps, {"cublas"}).size() == 2);
+  // libcu++ (cuda/std), and a submission folder that happens to be called "thrust", are no library.
+  CHECK(find_library_headers("o.o : /w/thrust/a.cu /usr/local/cuda/include/cccl/cuda/std/limits\n", {}).empty());
 }
 
 TEST_CASE("an object compiled here: nm and objdump as the grader runs them", "[objcheck]") {
