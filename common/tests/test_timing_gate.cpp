@@ -69,6 +69,21 @@ TEST_CASE("summarize_comparison: medians, ratio and escaped work", "[cpu][timing
   CHECK_FALSE(t.escaped);
 }
 
+TEST_CASE("work left running past the stop event is charged to the call", "[cpu][timing]") {
+  // A step that leaves a fifth of its work on a private stream: 0.8 ms seen by the events, 0.2 ms waited for after
+  // them (under the escaped-work bound of a quarter), against an idle round trip of 0.01 ms.
+  std::vector<double> ms{0.8, 0.8, 0.8}, waits{0.21, 0.21, 0.21};
+  labkit::charge_escaped_tail(ms, waits, 0.01);
+  for (double m : ms) CHECK(m == Catch::Approx(1.0));
+  // A healthy step waits as long as the baseline does: its times do not change, and a wait shorter than the idle
+  // round trip takes nothing away.
+  std::vector<double> healthy{0.8, 0.8, 0.8};
+  labkit::charge_escaped_tail(healthy, {0.01, 0.009, 0.012}, 0.01);
+  CHECK(healthy[0] == 0.8);
+  CHECK(healthy[1] == 0.8);
+  CHECK(healthy[2] == Catch::Approx(0.802));
+}
+
 TEST_CASE("speed_problem: escaped work, then the ceiling, then the threshold", "[cpu][timing]") {
   using labkit::gate::speed_problem;
   labkit::SpeedComparison c;

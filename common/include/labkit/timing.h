@@ -87,6 +87,11 @@ SpeedComparison limit_fixed_cost(SpeedComparison per_unit, const SpeedComparison
 // The escaped-work bound, a pure function so that it is tested without a GPU: a median wait above
 // max(0.25 * candidate median, 0.2 ms) after the stop event is work the timer did not see. See timing.cpp.
 double escaped_limit_ms(double candidate_median_ms);
+// Work a candidate call left running past its stop event is its own time, not a gift below the escaped-work bound:
+// each call's wait beyond the idle round trip (the median wait after the baseline's calls, which leave nothing
+// behind) is added to that call's time before the medians are taken. A healthy step waits as long as the baseline
+// does and keeps its time; a descheduled wait now and then moves a single call, not the median.
+void charge_escaped_tail(std::vector<double>& candidate_ms, const std::vector<double>& escaped_ms, double idle_ms);
 // Builds the comparison from the per-call times (ms) and per-call post-stop waits (ms) of the candidate.
 SpeedComparison summarize_comparison(std::vector<double> baseline_ms, std::vector<double> candidate_ms,
                                      std::vector<double> escaped_ms);
