@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <thread>
@@ -51,6 +52,7 @@ for g in "${gates[@]}"; do
         kill -SEGV $$ ;;
       context) emit '{"event":"gate_end","gate":"b","status":"crashed","message":"the CUDA context was destroyed","seconds":0}'; exit 3 ;;
       hang) sleep 1000 ;;
+      procbomb) for i in $(seq 400); do sleep 1000 & done 2> /dev/null; sleep 1000 ;;
       exit0) exit 0 ;;
       forge) emit '{"event":"gate_end","gate":"b","status":"passed","message":"","seconds":0}' ;;
       slowall) sleep 1000 ;;
@@ -436,6 +438,66 @@ exit $rc
   const std::string notes = join(f.lab.notes, "\n");
   REQUIRE(notes.find("memcheck: 3 gate(s) checked") != std::string::npos);
   CHECK(notes.find("memcheck: 3 gate(s) checked") < notes.find("racecheck: 3 gate(s) checked"));
+}
+
+namespace {
+// Live (not zombie) processes of `uid`.
+std::size_t processes_of_uid(int uid) {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    struct stat st {};
+    if (!std::isdigit(static_cast<unsigned char>(e.path().filename().string()[0])) ||
+        ::stat(e.path().c_str(), &st) != 0 || static_cast<int>(st.st_uid) != uid)
+      continue;
+    std::ifstream stat_file(e.path() / "stat");
+    std::string line;
+    std::getline(stat_file, line);
+    const auto close = line.rfind(')');  // "pid (comm) S ...": the state follows the command's parenthesis
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z') ++n;
+  }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("a process bomb under a dedicated uid is held by the process limit and ended with its gate",
+          "[runner][sandbox]") {
+  // The object check refuses fork() and threads in a submission; this is the run-time line behind it. Gate b starts
+  // 400 sleeping processes: RLIMIT_NPROC of the uid stops it at the limit, the gate is killed at its time limit,
+  // everything it started goes with the sweep, and gate c is graded in a fresh process.
+  if (geteuid() != 0) SKIP("needs root: RLIMIT_NPROC binds only a uid of its own");
+  Fixture f("procbomb");
+  SandboxSettings sandbox;
+  sandbox.drop_uid = true;
+  reserve_uid_block(sandbox, 1);
+  f.spec.process.sandbox = &sandbox;
+  f.spec.process.slot = 0;
+  f.spec.process.limits.processes = 24;
+  const int uid = slot_uid(&sandbox, 0);
+  for (auto it = fs::recursive_directory_iterator(f.dir.path); it != fs::recursive_directory_iterator(); ++it)
+    fs::permissions(it->path(), fs::perms::all);
+  fs::permissions(f.dir.path, fs::perms::all);
+  std::atomic<bool> done{false};
+  std::size_t most = 0;
+  std::thread watcher([&] {
+    while (!done) {
+      most = std::max(most, processes_of_uid(uid));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  run_gates(f.lab, f.spec);
+  done = true;
+  watcher.join();
+  INFO(f.gate("b").message);
+  CHECK((f.status("b") == Status::timeout || f.status("b") == Status::crashed || f.status("b") == Status::failed));
+  CHECK(f.status("a") == Status::passed);
+  CHECK(f.status("c") == Status::passed);
+  CHECK(most > 4);    // the bomb did start processes
+  CHECK(most <= 24);  // and no more than the limit
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (processes_of_uid(uid) > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(processes_of_uid(uid) == 0);
 }
 
 TEST_CASE("under a dedicated uid, one tool's end does not kill the other tool's gates", "[runner][sanitizer]") {
