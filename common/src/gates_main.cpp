@@ -46,10 +46,11 @@ namespace {
 // object runs, Landlock takes away the right to open files for writing anywhere below /proc: every other top-level
 // directory keeps it (the scratch folder, /dev's GPU nodes, /tmp). A plain constructor of the student's runs after
 // this one (priority 101 comes first); the object check refuses earlier ones (.preinit_array, prioritised
-// constructors, ifuncs). Files already open (the console log, the result channel) are untouched, and pipes and
-// sockets reopened through /proc/<pid>/fd (lab 09's channel under mpirun) are not files below /proc to Landlock.
-// A plain array, set by a constructor that runs before this file's dynamic initialisation (a std::string here would
-// not have been constructed yet).
+// constructors, ifuncs). Files already open (the console log, the result channel) are untouched. It lives in this
+// file, main()'s, because a constructor alone in an archive member would never be linked in.
+//
+// What run_start reports: a plain array, because the constructor runs before this file's dynamic initialisation (a
+// std::string here would not have been constructed yet).
 char g_proc_writes[512] = "open (not asked for)";
 
 std::string close_proc_to_writes() {

@@ -184,6 +184,26 @@ TEST_CASE("a speed gate passes only when the reported metric reaches the thresho
   CHECK(failed.gates[1].measured == 1.2);  // still shown
 }
 
+TEST_CASE("a speed gate whose ratio is beyond the rubric's max_ratio fails whatever the binary said", "[rubric]") {
+  std::string toml = kRubric;
+  const std::string at = "threshold = 2.0";
+  REQUIRE(toml.find(at) != std::string::npos);
+  toml.replace(toml.find(at), at.size(), at + "\nmax_ratio = 30");
+  auto rubric = labkit::parse_rubric(toml, "test.toml");
+  auto run = [&](double ratio) {
+    LabResult lab = make_lab_result(rubric, "98_x", true);
+    for (auto& g : lab.gates) g.status = Status::passed;
+    lab.gates[1].metrics["ratio"] = {ratio, "x"};
+    apply_rubric(lab);
+    return lab.gates[1];
+  };
+  CHECK(run(29.0).status == Status::passed);
+  const GateResult replayed = run(1000.0);  // a step that skipped its work, with the binary's verdict reached into
+  CHECK(replayed.status == Status::failed);
+  CHECK(replayed.points == 0);
+  CHECK_THAT(replayed.message, ContainsSubstring("beyond what the hardware allows"));
+}
+
 TEST_CASE("results survive a JSON round trip", "[results]") {
   auto rubric = labkit::parse_rubric(kRubric, "test.toml");
   SubmissionResult r;
