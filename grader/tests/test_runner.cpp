@@ -541,25 +541,10 @@ exit $rc
   // parent has not reaped it yet stays a zombie, state Z, and runs nothing). SIGKILL is delivered when the process
   // is next scheduled, so on a busy machine (CI's two cores under ctest -j2) it can still show as running for a
   // moment after kill() returned: wait for that, up to 10 s. A straggler the sweep missed sleeps for 60 s.
-  auto running = [uid] {
-    std::size_t n = 0;
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      struct stat st {};
-      if (!std::isdigit(static_cast<unsigned char>(e.path().filename().string()[0])) ||
-          ::stat(e.path().c_str(), &st) != 0 || static_cast<int>(st.st_uid) != uid)
-        continue;
-      std::ifstream stat_file(e.path() / "stat");
-      std::string line;
-      std::getline(stat_file, line);
-      const auto close = line.rfind(')');  // "pid (comm) S ...": the state follows the command's parenthesis
-      if (close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z') ++n;
-    }
-    return n;
-  };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (running() > 0 && std::chrono::steady_clock::now() < deadline)
+  while (processes_of_uid(uid) > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  CHECK(running() == 0);
+  CHECK(processes_of_uid(uid) == 0);
 }
 
 TEST_CASE("the default checks leave out gates that did not pass, cpu-only labs, and can be turned off",
