@@ -8,6 +8,7 @@
 #include <memory>
 #include <regex>
 
+#include "labkit/launches.h"
 #include "util.h"
 
 namespace labgrade {
@@ -521,22 +522,25 @@ std::vector<ObjFinding> find_early_code(const std::string& objdump_headers) {
 
 std::vector<ObjFinding> find_library_headers(const std::string& depfile_text, const std::set<std::string>& allowed) {
   std::vector<ObjFinding> out;
-  const bool thrust_ok = allowed.count("thrust") > 0;
-  const bool cub_ok = thrust_ok || allowed.count("cub") > 0;
-  std::set<std::string> seen;
+  // Thrust's algorithms run CUB's kernels: a gate that allows Thrust allows CUB.
+  struct Library {
+    const char* name;
+    bool allowed;
+    bool seen = false;
+  } libraries[] = {{"thrust", allowed.count("thrust") > 0},
+                   {"cub", allowed.count("thrust") > 0 || allowed.count("cub") > 0}};
   // Make's syntax: "obj.o : src.cu \" then one path per line (paths with spaces escaped). A header of the library
   // lies below an include directory: .../include/cccl/thrust/sort.h (CUDA 13), .../include/cub/cub.cuh; the
   // student's own paths (a submission folder named "thrust") do not count.
   std::string text = replace_all(depfile_text, "\\\n", " ");
   for (const auto& word : split(replace_all(text, "\n", " "), ' ')) {
     if (word.empty() || ends_with(word, ":")) continue;
-    for (const char* lib : {"thrust", "cub"}) {
-      const bool ok = std::string(lib) == "thrust" ? thrust_ok : cub_ok;
-      const bool hit = contains(word, std::string("/include/") + lib + "/") ||
-                       contains(word, std::string("/include/cccl/") + lib + "/");
-      if (ok || seen.count(lib) || !hit) continue;
-      seen.insert(lib);
-      out.push_back({word, std::string("includes ") + (std::string(lib) == "thrust" ? "Thrust" : "CUB") +
+    for (auto& lib : libraries) {
+      const std::string dir = std::string(lib.name) + "/";
+      if (lib.allowed || lib.seen || !(contains(word, "/include/" + dir) || contains(word, "/include/cccl/" + dir)))
+        continue;
+      lib.seen = true;
+      out.push_back({word, "includes " + labkit::launches::library_title(lib.name) +
                                ", whose kernels would do this step's work: the step's gates allow no such library "
                                "(their kernels compile into your object under any name, so the grader goes by the "
                                "headers)"});

@@ -19,15 +19,9 @@ using detail::add_note;
 using detail::Clock;
 using detail::limit_text;
 using detail::secs;
+using detail::set_env;
 
 namespace {
-
-// Sets one variable of the process's environment (on top of the inherited one in local grading).
-void set_env(ProcessSpec& p, const std::string& key, const std::string& value) {
-  p.env.erase(std::remove_if(p.env.begin(), p.env.end(), [&](const auto& kv) { return kv.first == key; }),
-              p.env.end());
-  p.env.emplace_back(key, value);
-}
 
 std::string excerpt(const std::string& text, std::size_t max_lines) {
   std::vector<std::string> out;
