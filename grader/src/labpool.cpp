@@ -55,6 +55,20 @@ GpuTurns::Turn::~Turn() {
     turns_->unlock_shared();
 }
 
+void JobTokens::acquire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return free_ > 0; });
+  --free_;
+}
+
+void JobTokens::release() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++free_;
+  }
+  cv_.notify_one();
+}
+
 void for_each_concurrently(std::size_t n, int jobs, const std::function<void(std::size_t)>& fn) {
   if (jobs <= 1 || n <= 1) {
     for (std::size_t i = 0; i < n; ++i) fn(i);

@@ -46,6 +46,36 @@ class GpuTurns {
   bool exclusive_ = false;
 };
 
+// A fixed number of tokens shared by several pools of threads: the compiles of all the labs of one submission,
+// built side by side, hold one token per compiler (or nm, objdump, linker) process, so that the machine runs
+// `count` of them at once whichever labs they belong to. A lab alone with many files then uses every token; labs
+// with few files leave theirs to the others.
+class JobTokens {
+ public:
+  explicit JobTokens(int count) : free_(count < 1 ? 1 : count) {}
+  void acquire();
+  void release();
+  class Hold {  // RAII; a null JobTokens holds nothing
+   public:
+    explicit Hold(JobTokens* tokens) : tokens_(tokens) {
+      if (tokens_) tokens_->acquire();
+    }
+    ~Hold() {
+      if (tokens_) tokens_->release();
+    }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    JobTokens* tokens_;
+  };
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int free_;
+};
+
 // Calls fn(i) for every i in [0, n) on up to `jobs` threads (jobs <= 1: in order, on this thread). Indices are taken
 // in increasing order. The first exception thrown is rethrown once every started call has returned; calls not yet
 // started then are skipped.

@@ -134,10 +134,11 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
       auto argv = r.compile_argv(k, spec.src_dir / r.student_sources[k], objects[k]);
       argv.insert(argv.begin() + 1, spec.extra_compile_flags.begin(), spec.extra_compile_flags.end());
       if (spec.write_dependencies) argv.insert(argv.begin() + 1, {"-MD", "-MF", objects[k].string() + ".d"});
+      JobTokens::Hold token(spec.tokens);
       compiled[k] = run_tool(compiler, spec.timeout_s, argv,
                              spec.log_dir / (spec.log_prefix + ".compile" + std::to_string(k + 1) + ".log"));
     });
-    if (side_by_side) sweep_uid(spec.process.sandbox, spec.process.slot);
+    if (side_by_side && spec.process.sweep_uid) sweep_uid(spec.process.sandbox, spec.process.slot);
     b.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   for (std::size_t k = 0; k < n; ++k) {
@@ -169,6 +170,7 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
       f.message += "\n(the skeleton's " + f.step + " was linked in its place; the other steps are graded)";
       f.object = r.skeleton_objects.at(k);
     } else if (spec.inspect) {
+      JobTokens::Hold token(spec.tokens);
       std::string refusal = spec.inspect(f.source, f.object);
       if (!refusal.empty()) {
         b.lab_status = Status::refused;
@@ -181,8 +183,12 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
   // Link; a failure on functions that the skeleton of some compiled step defines is that step's (its file
   // compiled but misses a function the gates call): the skeleton stands in for it and the lab is linked again.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto t = run_tool(spec.process, spec.timeout_s, link_argv(r, b, spec.exe),
-                      spec.log_dir / (spec.log_prefix + ".link.log"));
+    Tool t;
+    {
+      JobTokens::Hold token(spec.tokens);
+      t = run_tool(spec.process, spec.timeout_s, link_argv(r, b, spec.exe),
+                   spec.log_dir / (spec.log_prefix + ".link.log"));
+    }
     b.seconds += t.seconds;
     if (t.ok) {
       b.exe = spec.exe;

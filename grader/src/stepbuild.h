@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "labpool.h"
 #include "recipe.h"
 #include "sandbox.h"
 #include "scoring.h"
@@ -50,6 +51,10 @@ struct LabBuildSpec {
   // How many of the lab's files compile at once (each in its own process, in the same uid slot; the slot is swept
   // once they have all ended). The results and messages do not depend on it.
   int jobs = 1;
+  // Several labs built side by side share these: each compiler, nm, objdump or linker process holds one token
+  // while it runs (null: only `jobs` limits the lab). Labs side by side share the uid slot too, so their caller
+  // turns process.sweep_uid off and sweeps the slot once they have all ended.
+  JobTokens* tokens = nullptr;
   std::vector<std::string> extra_compile_flags;  // grader-only flags (batch: NVTX off for the object check)
   // Each compile also writes the headers its file included (`-MD -MF <object>.d`), for inspect: which libraries
   // the file brought in cannot be renamed away, unlike the names of the kernels they compile into it.

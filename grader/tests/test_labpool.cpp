@@ -223,3 +223,21 @@ TEST_CASE("labs side by side: their untimed runs overlap, a speed run has the GP
     }
   }
 }
+
+TEST_CASE("job tokens: never more holders than tokens, and all of them in use at once", "[labpool]") {
+  JobTokens tokens(3);
+  std::atomic<int> holding{0}, most{0}, done{0};
+  for_each_concurrently(24, 12, [&](std::size_t) {
+    JobTokens::Hold hold(&tokens);
+    const int now = ++holding;
+    for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+    }
+    // Each holder waits until three have held at once (never, if the tokens went out one at a time).
+    eventually([&] { return most.load() >= 3; });
+    --holding;
+    ++done;
+  });
+  CHECK(done == 24);
+  CHECK(most == 3);
+  JobTokens::Hold none(nullptr);  // a null pool holds nothing and never waits
+}

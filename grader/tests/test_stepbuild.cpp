@@ -120,9 +120,10 @@ struct Built {
   LabResult lab;
 };
 Built build_fake(const fs::path& dir, const std::map<std::string, std::string>& files, const Recipe& r,
-                 int jobs = 1) {
+                 int jobs = 1, JobTokens* tokens = nullptr) {
   LabBuildSpec spec;
   spec.jobs = jobs;
+  spec.tokens = tokens;
   fs::create_directories(dir / "src");
   for (const auto& s : r.student_sources) {
     auto it = files.find(s);
@@ -207,5 +208,28 @@ TEST_CASE("a step that does not compile or link or is missing costs that step on
     auto b = build_fake(dir.path, {}, r, jobs);
     CHECK(b.build.lab_status == Status::not_submitted);
     CHECK(status_of(b.lab, "cpu.add") == "not_submitted");
+  }
+}
+
+TEST_CASE("labs built side by side share the compile jobs and get the outcome each gets alone", "[stepbuild]") {
+  Recipe r = load_recipe(test::fakelab_grading() / "lab99.json");
+  const fs::path sol = test::fakelab_root() / "solutions/99_fake";
+  std::map<std::string, std::string> good;
+  for (const auto& s : r.student_sources) good[s] = read_file(sol / s);
+  auto broken = good;
+  broken["step2_clamp.cu"] = "#include \"fake.h\"\nnamespace lab99 { int clamp(int x, int, int) { return x } }\n";
+  test::TempDir dir("stepbuild_side");
+  // Four builds (as batch.cpp's labs of one student) on two tokens, each build with three file jobs.
+  JobTokens tokens(2);
+  std::vector<Built> built(4);
+  for_each_concurrently(built.size(), 4, [&](std::size_t i) {
+    built[i] = build_fake(dir.path / std::to_string(i), i % 2 ? broken : good, r, 3, &tokens);
+  });
+  for (std::size_t i = 0; i < built.size(); ++i) {
+    INFO("build " << i << ": " << built[i].build.lab_problem);
+    REQUIRE(built[i].build.lab_problem.empty());
+    CHECK(fs::exists(built[i].build.exe));
+    CHECK(status_of(built[i].lab, "step2.clamp") == (i % 2 ? "build_failed" : "missing"));
+    CHECK(status_of(built[i].lab, "step1.correct") == "missing");
   }
 }
