@@ -69,12 +69,14 @@ std::string library_of_file(std::string_view path) {
   auto starts = [&](std::string_view p) { return file.substr(0, p.size()) == p; };
   if (starts("libcublas.so") || starts("libcublasLt.so")) return "cublas";
   if (starts("libcusparse.so")) return "cusparse";
+  if (starts("libnccl.so")) return "nccl";
   return "";
 }
 
 std::string library_title(std::string_view library) {
   if (library == "cublas") return "cuBLAS";
   if (library == "cusparse") return "cuSPARSE";
+  if (library == "nccl") return "NCCL";
   if (library == "cub") return "CUB";
   if (library == "thrust") return "Thrust";
   return "a library (not compiled from your source)";

@@ -78,9 +78,9 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
         auto name = l.value<std::string>();
         if (!name) fail(source, where(node) + ": gate `" + gate.id + "`: allow_libraries takes strings");
         // A misspelt name would silently allow nothing and fail a healthy step: refuse it here.
-        if (*name != "cublas" && *name != "cusparse" && *name != "cub" && *name != "thrust")
+        if (*name != "cublas" && *name != "cusparse" && *name != "cub" && *name != "thrust" && *name != "nccl")
           fail(source, where(node) + ": gate `" + gate.id + "`: allow_libraries: unknown library `" + *name +
-                           "` (cublas, cusparse, cub or thrust)");
+                           "` (cublas, cusparse, cub, thrust or nccl)");
         gate.allow_libraries.push_back(*name);
       }
     gate.hidden = (*g)["hidden"].value_or(false);

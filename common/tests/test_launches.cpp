@@ -58,6 +58,7 @@ TEST_CASE("the library that made a launch is named by its file", "[cpu][launches
   CHECK(library_of_file("/usr/local/cuda/lib64/libcublasLt.so.13") == "cublas");
   CHECK(library_of_file("/usr/local/cuda/targets/x86_64-linux/lib/libcublas.so.13.0.2.14") == "cublas");
   CHECK(library_of_file("libcusparse.so.12") == "cusparse");
+  CHECK(library_of_file("/usr/lib/x86_64-linux-gnu/libnccl.so.2") == "nccl");
   CHECK(library_of_file("/usr/local/cuda/lib64/libcudart.so.13").empty());
   CHECK(library_of_file("/home/s/build/lab01_gates_student").empty());
   CHECK(library_of_file("/home/libcublas.so.d/lab01_gates_student").empty());  // only the file name counts
@@ -125,6 +126,13 @@ TEST_CASE("a step is refused for a library kernel its rubric entry does not allo
              ContainsSubstring("a library (not compiled from your source)"));
   CHECK(refusal("step 0 (cuBLAS)", {{kCublasGemm, ""}}, {"cublas"}, own).empty());
   CHECK_FALSE(refusal("step 2", {{kCublasGemm, ""}}, {"thrust"}, own).empty());
+  // NCCL's kernels (launched from libnccl): only where the gate allows nccl, and nccl is no licence for foreign
+  // kernels of unknown origin or for cuBLAS.
+  const std::string kAllReduce = "_Z36ncclDevKernel_AllReduce_Sum_f64_RING_LL24ncclDevKernelArgsStorageILm4096EE";
+  CHECK(refusal("step 2 (all-gather)", {{kTuned, ""}, {kAllReduce, "nccl"}}, {"nccl"}, own).empty());
+  CHECK_THAT(refusal("step 2 (all-gather)", {{kAllReduce, "nccl"}}, none, own), ContainsSubstring("a kernel of NCCL"));
+  CHECK_FALSE(refusal("step 2 (all-gather)", {{kAllReduce, ""}}, {"nccl"}, own).empty());
+  CHECK_THAT(refusal("step 2 (all-gather)", {{kCublasGemm, "cublas"}}, {"nccl"}, own), ContainsSubstring("cuBLAS"));
 }
 
 TEST_CASE("allow_libraries: parsed per gate, misspelt names refused", "[cpu][launches][rubric]") {

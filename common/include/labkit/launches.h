@@ -8,8 +8,8 @@
 // How a kernel is classified (classify()):
 //   - its demangled name lies in the cub:: or thrust:: namespace -> library "cub" / "thrust". CUB and Thrust are
 //     header-only: their kernels are compiled into the student's own object, so only the name tells them apart.
-//   - it was launched while a frame of libcublas / libcublasLt / libcusparse was on the launching thread's stack
-//     -> library "cublas" / "cusparse" (the library called the launch API).
+//   - it was launched while a frame of libcublas / libcublasLt / libcusparse / libnccl was on the launching
+//     thread's stack -> library "cublas" / "cusparse" / "nccl" (the library called the launch API).
 //   - its mangled name is not a function symbol of the gate binary (every __global__ function compiled into the
 //     binary has a host stub of the same mangled name) -> a library kernel of unknown origin ("library"), e.g. a
 //     cuBLAS kernel replayed from a CUDA graph the student captured. Never allowed.
@@ -42,7 +42,7 @@ namespace labkit::launches {
 // One kernel that ran inside a scope.
 struct Kernel {
   std::string name;           // as CUPTI reports it: the mangled name (extern "C" kernels: the plain name)
-  std::string launched_from;  // library whose code made the launch call ("cublas", "cusparse"), "" if none seen
+  std::string launched_from;  // library whose code made the launch call ("cublas", "cusparse", "nccl"), "" if none
   // Static plus dynamic shared memory of the launch, in bytes: a kernel without any cannot race in shared memory,
   // so the grader's racecheck can leave out a gate whose own kernels all had none (labkit::gate::own_kernels).
   std::int64_t shared_bytes = 0;
@@ -71,17 +71,18 @@ const Symbols& own_symbols();
 std::string demangle(const std::string& mangled);
 // "cub" or "thrust" when the kernel's own qualified name (not its template arguments) lies in that namespace.
 std::string header_library(const std::string& mangled);
-// "cublas" for libcublas.so*/libcublasLt.so*, "cusparse" for libcusparse.so*, "" otherwise (a path or a file name).
+// "cublas" for libcublas.so*/libcublasLt.so*, "cusparse" for libcusparse.so*, "nccl" for libnccl.so*, "" otherwise
+// (a path or a file name).
 std::string library_of_file(std::string_view path);
 
 struct Origin {
-  std::string library;  // "" = compiled into the binary; else cub, thrust, cublas, cusparse or "library" (unknown)
+  std::string library;  // "" = compiled into the binary; else cub, thrust, cublas, cusparse, nccl or "library"
   bool own() const { return library.empty(); }
 };
 Origin classify(const Kernel& k, const Symbols& own);
 
 // The first kernel that the step may not run, as a message for the gate's failure; "" when every kernel is
-// allowed. `allowed` holds rubric names (cublas, cusparse, cub, thrust); "cublas" also covers cuBLASLt, "thrust"
+// allowed. `allowed` holds rubric names (cublas, cusparse, cub, thrust, nccl); "cublas" also covers cuBLASLt, "thrust"
 // also covers CUB (Thrust's algorithms run CUB's kernels). A step that allows cublas or cusparse also accepts a
 // kernel of unknown library origin (see refusal() in launches.cpp).
 //   step 5 (tuned) ran a kernel of cuBLAS (sm90_xmma_gemm_f32f32_...): this step must be your own kernel

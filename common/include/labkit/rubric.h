@@ -24,7 +24,8 @@
 //   max_ratio = 1.15              # speed gates: a ratio above this is beyond what the hardware allows: the gate
 //                                 # fails (replayed results, work hidden from the timer)
 //   allow_libraries = ["cublas"]  # kernels of these libraries may run inside the step this gate checks
-//                                 # (cublas, cusparse, cub, thrust); any other non-student kernel fails the gate
+//                                 # (cublas, cusparse, cub, thrust, nccl); any other non-student kernel fails
+//                                 # the gate
 //   hidden = false                # hidden gates: not in the student release, visible after the due date
 //   hint = "..."                  # shown with a failure
 #pragma once
