@@ -35,6 +35,11 @@ void report_shared_memory_kernels(const std::vector<launches::Kernel>& ran) {
 
 }  // namespace
 
+detail::RecordedWork& detail::recorded_work() {
+  static RecordedWork work;
+  return work;
+}
+
 void own_kernels(std::string_view step, const std::function<void()>& call) {
   // Scopes nest only inside scopes of the gates' own: a recorder that some other code left running (a step that
   // held one open would have every later check pass by this early return) fails the gate instead.
@@ -64,6 +69,10 @@ void own_kernels(std::string_view step, const std::function<void()>& call) {
   }
   call();
   const std::vector<launches::Kernel> ran = recorder.stop();
+  detail::RecordedWork& work = detail::recorded_work();
+  ++work.scopes;
+  work.kernels += static_cast<long>(ran.size());
+  work.step = std::string(step);
   static const std::vector<std::string> none;
   const RubricGate* g = rubric().find(report::current_gate());
   const std::string refused =

@@ -202,6 +202,15 @@ std::string unreported_end() {
                 "without a word; a gate counts as passed only when its checks ran to the end");
     return "failed";
   }
+  // Every check passed, but a step that the gate ran in the launch recorder may not have used the GPU at all: the
+  // answers computed on the host and copied into the outputs pass any check of values.
+  const auto& work = labkit::gate::detail::recorded_work();
+  if (work.scopes > 0 && work.kernels == 0) {
+    add_message(work.step + " ran no kernel in any of the gate's " + std::to_string(work.scopes) +
+                " recorded calls: its answers came from host code and copies, and the step's work must run on the "
+                "GPU, in a kernel (or in the library the step is about)");
+    return "failed";
+  }
   return "passed";
 }
 
@@ -225,6 +234,7 @@ class ResultChannelListener : public Catch::EventListenerBase {
     g_state = GateState{};
     g_state.start = std::chrono::steady_clock::now();
     labkit::gate::detail::body_runs() = {};
+    labkit::gate::detail::recorded_work() = {};
     labkit::report::detail::set_current_gate(info.name);
     labkit::report::detail::write_line(nlohmann::json{{"event", "gate_start"}, {"gate", info.name}}.dump());
   }

@@ -30,6 +30,16 @@ struct BodyRuns {
 };
 // The current gate's count of body runs (reset when a gate starts); read by the result channel's listener.
 BodyRuns& body_runs();
+// The current gate's launch-recorder scopes (labkit::gate::own_kernels, launches.h) that ran to their end, and the
+// kernels of any origin they saw (reset when a gate starts). A gate whose step ran in the recorder and never ran a
+// single kernel fails (gates_main.cpp): its answers came from host code and copies, not from the GPU work the step
+// is about.
+struct RecordedWork {
+  int scopes = 0;
+  long kernels = 0;
+  std::string step;  // as the gate named it in its last scope
+};
+RecordedWork& recorded_work();
 }  // namespace labkit::gate::detail
 
 #define LABKIT_GATE_CAT2(a, b) a##b
