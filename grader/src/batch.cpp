@@ -135,15 +135,16 @@ std::string copy_student_sources(const fs::path& submission, const Recipe& recip
   return "";
 }
 
-void Batch::compile(Submission& s, int slot) {
+void Batch::compile(Submission& s, int slot, std::size_t order) {
   const auto started = Clock::now();
   fs::path build = s.scratch / "build";
   for (const char* d : {"home", "tmp", "bin"}) fs::create_directories(build / d);
   s.exes.assign(labs_.size(), {});
   // First every lab's files are copied and its build set up, one lab after another (the copies are the grader's,
-  // handed to the slot once); then the labs build side by side, their compiles sharing the student's compile jobs
-  // (file_jobs_ tokens), so that one student alone (Gradescope, the end of a class) keeps every job busy instead of
-  // waiting for a lab's slowest file before the next lab starts.
+  // handed to the slot once); then the labs build side by side, their compiles taking the batch's compile jobs
+  // (compile_tokens_) in the student's `order`: the student next in line for a GPU keeps every job busy, as if it
+  // were alone, instead of waiting for a lab's slowest file before the next lab starts or sharing the machine
+  // evenly with students whose runs come later.
   std::vector<LabResult> results;
   std::vector<std::optional<LabBuildSpec>> specs(labs_.size());
   for (std::size_t i = 0; i < labs_.size(); ++i) {
@@ -176,8 +177,10 @@ void Batch::compile(Submission& s, int slot) {
     spec.process.limits.address_space = 16 * kGiB;
     spec.process.limits.file_size = 512u << 20;
     spec.process.limits.processes = 256;
+    // Compiles of later students run beside the gate runs of earlier ones: they get the CPUs those leave.
+    spec.process.limits.nice = 10;
     spec.timeout_s = opts_.compile_timeout;
-    spec.jobs = file_jobs_;
+    spec.jobs = jobs_;  // every file at once if the tokens allow
     spec.src_dir = src_dir;
     spec.obj_dir = obj_dir;
     spec.exe = build / "bin" / (lab_tag(r) + "_gates");
@@ -195,12 +198,12 @@ void Batch::compile(Submission& s, int slot) {
     specs[i] = std::move(spec);
   }
   give_to_slot(build, &sandbox_, slot);
-  JobTokens tokens(file_jobs_);
   std::vector<LabBuild> built(labs_.size());
   try {
     for_each_concurrently(labs_.size(), static_cast<int>(labs_.size()), [&](std::size_t i) {
       if (!specs[i]) return;
-      specs[i]->tokens = &tokens;
+      specs[i]->tokens = compile_tokens_;
+      specs[i]->token_order = order;
       built[i] = build_lab(labs_[i].recipe, *specs[i]);
     });
   } catch (...) {
@@ -368,7 +371,7 @@ void Batch::finish(Submission& s) {
   const std::size_t remaining = pending_.size() - done_;
   const std::size_t waiting_compiled = compiled_ > done_ ? compiled_ - done_ : 0;  // compiled, not yet run
   double eta = batch_eta(remaining, remaining - std::min(remaining, waiting_compiled), compile_sum_ / n, run_sum_ / n,
-                         jobs_, workers_);
+                         compilers_, workers_);
   std::string score = ok ? format_points(s.result.score()) + "/" + format_points(s.result.max_score()) : "GRADER ERROR";
   std::cerr << "[" << done_ << "/" << pending_.size() << "] " << s.student << ": " << score << " (compile "
             << format_seconds(s.result.compile_seconds) << ", run " << format_seconds(s.result.run_seconds)
@@ -441,10 +444,13 @@ int Batch::run() {
   std::condition_variable cv;
   std::deque<std::unique_ptr<Submission>> ready;
   std::atomic<std::size_t> next{0};
-  int compiling = std::min<int>(jobs_, static_cast<int>(std::max<std::size_t>(1, pending_.size())));
-  // Fewer students than compile jobs (one student on Gradescope, the last few of a class): the jobs left over
-  // compile each lab's files side by side.
-  file_jobs_ = std::max(1, jobs_ / compiling);
+  // Students compiled at once. The compile jobs go to the first of them in the queue (JobTokens' order), so more
+  // of them do not slow the next run's student; a few keep the jobs busy while one of them copies, inspects or
+  // links; each holds a uid slot, a scratch folder and a thread per file waiting for a job.
+  int compiling = std::min<int>(std::max(2, jobs_ / 4), static_cast<int>(std::max<std::size_t>(1, pending_.size())));
+  compilers_ = compiling;
+  JobTokens tokens(jobs_);
+  compile_tokens_ = &tokens;
   const std::size_t max_ready = static_cast<std::size_t>(2 * workers_ + 1);  // don't compile far ahead (disk)
 
   auto compiler = [&](int slot) {
@@ -469,7 +475,7 @@ int Batch::run() {
         fs::create_directories(s->scratch);
         fs::create_directories(s->result_dir);
         if (sandbox_.drop_uid) ::chmod(s->result_dir.c_str(), 0700);
-        compile(*s, slot);
+        compile(*s, slot, i);
       } catch (const std::exception& e) {
         s->result.error = std::string("while compiling: ") + e.what();
       }
@@ -517,6 +523,7 @@ int Batch::run() {
   for (int c = 0; c < compiling; ++c) threads.emplace_back(compiler, c);
   for (int w = 0; w < workers_; ++w) threads.emplace_back(runner, w);
   for (auto& t : threads) t.join();
+  compile_tokens_ = nullptr;
   std::error_code ec;
   if (!opts_.keep_scratch) fs::remove_all(opts_.out / ".work", ec);
   write_class_outputs();

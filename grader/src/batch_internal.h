@@ -49,8 +49,8 @@ inline std::string lab_tag(const Recipe& r) { return "lab" + r.lab; }
 std::vector<std::string> subfolders(const fs::path& dir);
 
 // Seconds until the batch is done, from what the students graded so far took: their mean compile time (the wall
-// time of one student's compiles) and mean run time. `remaining` students pass through `jobs` compiles and
-// `workers` runs at once; the slower stage sets the pace, and the last student still needs the other stage.
+// time of one student's compiles) and mean run time. `remaining` students pass through `jobs` compiles (students
+// compiled at once) and `workers` runs at once; the slower stage sets the pace, and the last student still needs the other stage.
 // (Elapsed time over students done, the first estimate, also counted the pipeline filling up and the students
 // finishing in bursts of `jobs`: off by 30-130 % on a batch of 16 on 2 cores.)
 double batch_eta(std::size_t remaining, std::size_t to_compile, double mean_compile_s, double mean_run_s, int jobs,
@@ -78,7 +78,7 @@ class Batch {
   void preflight();
   std::vector<std::pair<std::string, std::string>> environment(const fs::path& writable, const std::string& gpu) const;
   // batch.cpp
-  void compile(Submission& s, int slot);
+  void compile(Submission& s, int slot, std::size_t order);
   std::string inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj);
   void run_gates_of(Submission& s, int slot, const std::string& gpu);
   void finish(Submission& s);
@@ -95,7 +95,8 @@ class Batch {
   std::map<std::string, std::unique_ptr<GpuTurns>> turns_;  // per GPU (run() fills it): the speed gates' turns
   std::vector<std::string> students_, pending_;
   int lock_fd_ = -1;
-  int file_jobs_ = 1;  // compiles of one lab's files at once (run() sets it)
+  JobTokens* compile_tokens_ = nullptr;  // the compile jobs, shared by every student compiling (run() sets it)
+  int compilers_ = 1;                    // students compiled at once (run() sets it)
   std::string nm_, objdump_;
 
   std::mutex mu_;

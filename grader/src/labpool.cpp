@@ -55,10 +55,14 @@ GpuTurns::Turn::~Turn() {
     turns_->unlock_shared();
 }
 
-void JobTokens::acquire() {
+void JobTokens::acquire(std::size_t order) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return free_ > 0; });
-  --free_;
+  const auto me = waiting_.insert(order);
+  cv_.wait(lock, [&] { return free_ > 0 && *waiting_.begin() == order; });
+  waiting_.erase(me);
+  // Another token may be free for the next order in line, which the notification that woke this thread did not
+  // choose.
+  if (--free_ > 0 && !waiting_.empty()) cv_.notify_all();
 }
 
 void JobTokens::release() {
@@ -66,7 +70,13 @@ void JobTokens::release() {
     std::lock_guard<std::mutex> lock(mu_);
     ++free_;
   }
-  cv_.notify_one();
+  // All: notify_one could wake a later order, which would go back to waiting with the token still free.
+  cv_.notify_all();
+}
+
+int JobTokens::waiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(waiting_.size());
 }
 
 void for_each_concurrently(std::size_t n, int jobs, const std::function<void(std::size_t)>& fn) {

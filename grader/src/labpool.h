@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <vector>
 
 namespace labgrade {
@@ -46,19 +47,25 @@ class GpuTurns {
   bool exclusive_ = false;
 };
 
-// A fixed number of tokens shared by several pools of threads: the compiles of all the labs of one submission,
-// built side by side, hold one token per compiler (or nm, objdump, linker) process, so that the machine runs
-// `count` of them at once whichever labs they belong to. A lab alone with many files then uses every token; labs
-// with few files leave theirs to the others.
+// A fixed number of tokens shared by several pools of threads: the compiles of all the labs of one submission, or of
+// every submission a batch compiles at once, hold one token per compiler (or nm, objdump, linker) process, so that
+// the machine runs `count` of them at once whichever lab or student they belong to. A lab alone with many files then
+// uses every token; labs with few files leave theirs to the others.
+//
+// A waiter asks with an `order`, and a free token goes to the lowest order waiting (among equal orders, to any of
+// them). A batch passes each student's place in the queue: the student the next GPU run needs compiles as fast as
+// if it were alone, and the students after it take only the tokens it leaves idle (its links, its slowest files),
+// instead of all of them sharing the machine and the first run waiting for the slowest of them.
 class JobTokens {
  public:
   explicit JobTokens(int count) : free_(count < 1 ? 1 : count) {}
-  void acquire();
+  void acquire(std::size_t order = 0);
   void release();
+  int waiting();  // how many threads wait for a token now (the tests' window into the queue)
   class Hold {  // RAII; a null JobTokens holds nothing
    public:
-    explicit Hold(JobTokens* tokens) : tokens_(tokens) {
-      if (tokens_) tokens_->acquire();
+    explicit Hold(JobTokens* tokens, std::size_t order = 0) : tokens_(tokens) {
+      if (tokens_) tokens_->acquire(order);
     }
     ~Hold() {
       if (tokens_) tokens_->release();
@@ -74,6 +81,7 @@ class JobTokens {
   std::mutex mu_;
   std::condition_variable cv_;
   int free_;
+  std::multiset<std::size_t> waiting_;  // the orders of the threads waiting for a token
 };
 
 // Calls fn(i) for every i in [0, n) on up to `jobs` threads (jobs <= 1: in order, on this thread). Indices are taken

@@ -125,6 +125,11 @@ void set_limit(int resource, rlim_t value) {
   if (plan.limits.address_space) set_limit(RLIMIT_AS, plan.limits.address_space);
   if (plan.limits.open_files) set_limit(RLIMIT_NOFILE, plan.limits.open_files);
   if (plan.uid >= 0 && plan.limits.processes) set_limit(RLIMIT_NPROC, plan.limits.processes);
+  if (plan.limits.nice > 0) {  // raising needs no privilege; lowering it back does, which the child has not
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0) setpriority(PRIO_PROCESS, 0, std::min(19, now + plan.limits.nice));
+  }
 
   if (plan.switch_uid_here) {
     if (plan.unshare_net && unshare(CLONE_NEWNET) == 0) {

@@ -134,7 +134,7 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
       auto argv = r.compile_argv(k, spec.src_dir / r.student_sources[k], objects[k]);
       argv.insert(argv.begin() + 1, spec.extra_compile_flags.begin(), spec.extra_compile_flags.end());
       if (spec.write_dependencies) argv.insert(argv.begin() + 1, {"-MD", "-MF", objects[k].string() + ".d"});
-      JobTokens::Hold token(spec.tokens);
+      JobTokens::Hold token(spec.tokens, spec.token_order);
       compiled[k] = run_tool(compiler, spec.timeout_s, argv,
                              spec.log_dir / (spec.log_prefix + ".compile" + std::to_string(k + 1) + ".log"));
     });
@@ -170,7 +170,7 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
       f.message += "\n(the skeleton's " + f.step + " was linked in its place; the other steps are graded)";
       f.object = r.skeleton_objects.at(k);
     } else if (spec.inspect) {
-      JobTokens::Hold token(spec.tokens);
+      JobTokens::Hold token(spec.tokens, spec.token_order);
       std::string refusal = spec.inspect(f.source, f.object);
       if (!refusal.empty()) {
         b.lab_status = Status::refused;
@@ -185,7 +185,7 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     Tool t;
     {
-      JobTokens::Hold token(spec.tokens);
+      JobTokens::Hold token(spec.tokens, spec.token_order);
       t = run_tool(spec.process, spec.timeout_s, link_argv(r, b, spec.exe),
                    spec.log_dir / (spec.log_prefix + ".link.log"));
     }

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16,6 +17,7 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <fstream>
@@ -393,6 +395,32 @@ TEST_CASE("without bubblewrap the batch refuses to grade unless told --sandbox n
   CHECK_THAT(read_file(out / "solution_1" / "results.json"), ContainsSubstring("Isolation: " + iso));
   CHECK_THAT(read_file(out / "gradebook.csv"), ContainsSubstring("," + iso + "\n"));
   CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("Isolation: " + iso));
+}
+
+TEST_CASE("a process's niceness is raised by its limits, and unprivileged it cannot lower it", "[sandbox]") {
+  // A batch's compiles run at niceness +10 beside the gate runs of earlier students.
+  test::TempDir dir("nice");
+  errno = 0;
+  const int own = getpriority(PRIO_PROCESS, 0);
+  REQUIRE(errno == 0);
+  ProcessSpec ps;
+  ps.cwd = dir.path;
+  ps.output = dir.path / "out.txt";
+  ps.inherit_env = true;
+  ps.limits.nice = 7;
+  // The child's own niceness, then what an attempt to lower it gives (refused without privilege, and GNU nice runs
+  // the command anyway; root may, which is why a batch's compiles run under a dedicated uid where it has one).
+  ps.argv = {"/bin/sh", "-c", "nice; nice -n -5 nice 2>/dev/null"};
+  const auto done = run_limited(ps, 30);
+  REQUIRE(done.exit.exited);
+  const auto lines = split_lines(read_file(ps.output));
+  REQUIRE(lines.size() >= 2);
+  CHECK(lines[0] == std::to_string(std::min(19, own + 7)));
+  if (geteuid() != 0) CHECK(lines[1] == lines[0]);
+  ps.limits.nice = 0;  // the default leaves it as it is
+  ps.argv = {"/bin/sh", "-c", "nice"};
+  run_limited(ps, 30);
+  CHECK(split_lines(read_file(ps.output)).at(0) == std::to_string(own));
 }
 
 TEST_CASE("a batch with more slots than one block of uids holds every block its uids fall in", "[sandbox]") {

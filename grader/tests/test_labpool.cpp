@@ -4,9 +4,12 @@
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -240,4 +243,39 @@ TEST_CASE("job tokens: never more holders than tokens, and all of them in use at
   CHECK(done == 24);
   CHECK(most == 3);
   JobTokens::Hold none(nullptr);  // a null pool holds nothing and never waits
+}
+
+TEST_CASE("job tokens go to the lowest order waiting, whenever it came", "[labpool]") {
+  // A batch's students compile with their place in the queue as the order: the next run's student first.
+  const int count = GENERATE(1, 2);
+  JobTokens tokens(count);
+  std::vector<std::unique_ptr<JobTokens::Hold>> held;
+  for (int i = 0; i < count; ++i) held.push_back(std::make_unique<JobTokens::Hold>(&tokens, 100));
+  std::mutex mu;
+  std::vector<std::size_t> got;
+  std::vector<std::thread> threads;
+  const std::vector<std::size_t> orders = {7, 3, 9, 0, 5, 3};
+  for (const std::size_t order : orders) {
+    threads.emplace_back([&, order] {
+      JobTokens::Hold hold(&tokens, order);
+      std::lock_guard<std::mutex> lock(mu);
+      got.push_back(order);
+    });
+    // One at a time into the queue, so that arrival order and priority differ.
+    CHECK(eventually([&] { return tokens.waiting() == static_cast<int>(threads.size()); }));
+  }
+  held.clear();  // every token free at once: each goes to the lowest order still waiting
+  for (auto& t : threads) t.join();
+  std::vector<std::size_t> sorted = orders;
+  std::sort(sorted.begin(), sorted.end());
+  if (count == 1) {
+    CHECK(got == sorted);
+  } else {  // two tokens: two threads may hold at once, so the records of neighbours may swap
+    REQUIRE(got.size() == sorted.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("record " << i);
+      CHECK(got[i] <= sorted[std::min(i + 1, sorted.size() - 1)]);
+    }
+  }
+  CHECK(tokens.waiting() == 0);
 }
