@@ -50,7 +50,8 @@ std::vector<std::string> subfolders(const fs::path& dir);
 
 // Seconds until the batch is done, from what the students graded so far took: their mean compile time (the wall
 // time of one student's compiles) and mean run time. `remaining` students pass through `jobs` compiles (students
-// compiled at once) and `workers` runs at once; the slower stage sets the pace, and the last student still needs the other stage.
+// compiled at once) and `workers` runs at once; the slower stage sets the pace, and the last student still needs
+// the other stage.
 // (Elapsed time over students done, the first estimate, also counted the pipeline filling up and the students
 // finishing in bursts of `jobs`: off by 30-130 % on a batch of 16 on 2 cores.)
 double batch_eta(std::size_t remaining, std::size_t to_compile, double mean_compile_s, double mean_run_s, int jobs,

@@ -35,7 +35,7 @@ struct ResourceLimits {
   std::uint64_t address_space = 0;  // RLIMIT_AS: never for processes that touch the GPU
   std::uint64_t open_files = 4096;
   // Added to the grader's niceness: a batch's compiles of the next students yield the CPUs to the gate runs beside
-  // them (their CPU references, the sanitizers, a speed gate's launches). A child cannot lower it again.
+  // them (their CPU references, the sanitizers, a speed gate's launches). An unprivileged child cannot lower it again.
   int nice = 0;
 };
 
