@@ -370,8 +370,11 @@ void Batch::finish(Submission& s) {
   const double n = static_cast<double>(done_);
   const std::size_t remaining = pending_.size() - done_;
   const std::size_t waiting_compiled = compiled_ > done_ ? compiled_ - done_ : 0;  // compiled, not yet run
+  std::vector<double> running;  // how long each student being run now has run
+  for (const auto& since : running_since_)
+    if (since) running.push_back(std::chrono::duration<double>(Clock::now() - *since).count());
   double eta = batch_eta(remaining, remaining - std::min(remaining, waiting_compiled), compile_sum_ / n, run_sum_ / n,
-                         compilers_, workers_);
+                         compilers_, workers_, running);
   std::string score = ok ? format_points(s.result.score()) + "/" + format_points(s.result.max_score()) : "GRADER ERROR";
   std::cerr << "[" << done_ << "/" << pending_.size() << "] " << s.student << ": " << score << " (compile "
             << format_seconds(s.result.compile_seconds) << ", run " << format_seconds(s.result.run_seconds)
@@ -381,15 +384,22 @@ void Batch::finish(Submission& s) {
 }
 
 double detail::batch_eta(std::size_t remaining, std::size_t to_compile, double mean_compile_s, double mean_run_s,
-                         int jobs, int workers) {
+                         int jobs, int workers, const std::vector<double>& running) {
   if (remaining == 0) return 0;
-  const double r = static_cast<double>(remaining), c = static_cast<double>(std::min(to_compile, remaining));
-  const double j = std::min(std::max(c, 1.0), static_cast<double>(std::max(1, jobs)));
-  const double w = std::min(r, static_cast<double>(std::max(1, workers)));
-  // Runs wait for the compiles still to do; the last of them then runs.
-  const double compile_bound = c > 0 ? c * mean_compile_s / j + mean_run_s : 0;
-  const double run_bound = r * mean_run_s / w;  // compiles are ahead: runs set the pace
-  return std::max(compile_bound, run_bound);
+  // The workers, each free once its current run has had its mean time (a run past the mean ends any moment).
+  std::vector<double> free_at(static_cast<std::size_t>(std::max(1, workers)), 0.0);
+  const std::size_t busy = std::min({running.size(), free_at.size(), remaining});
+  for (std::size_t k = 0; k < busy; ++k) free_at[k] = std::max(0.0, mean_run_s - running[k]);
+  // The students not started yet, in queue order: the compiled ones first, then those still to compile, the m-th of
+  // them ready once m + 1 compiles of `jobs` at a time are through.
+  const std::size_t queued = remaining - busy, c = std::min(to_compile, queued);
+  const double j = std::min(std::max(static_cast<double>(c), 1.0), static_cast<double>(std::max(1, jobs)));
+  for (std::size_t q = 0; q < queued; ++q) {
+    const double ready = q < queued - c ? 0.0 : static_cast<double>(q - (queued - c) + 1) * mean_compile_s / j;
+    auto worker = std::min_element(free_at.begin(), free_at.end());
+    *worker = std::max(*worker, ready) + mean_run_s;
+  }
+  return *std::max_element(free_at.begin(), free_at.end());
 }
 
 int merge_main(const fs::path& out, const std::vector<fs::path>& parts, const fs::path& submissions) {
@@ -418,6 +428,12 @@ int merge_main(const fs::path& out, const std::vector<fs::path>& parts, const fs
     if (!owner.count(s)) missing.push_back(s);
   for (const auto& s : missing) std::cerr << "labgrade: no result for " << s << " (not graded yet, or a grader error)\n";
   return missing.empty() ? 0 : 1;
+}
+
+void Batch::set_running(int worker, bool running) {
+  std::lock_guard<std::mutex> lock(mu_);
+  running_since_.at(static_cast<std::size_t>(worker)) = running ? std::optional<Clock::time_point>(Clock::now())
+                                                                : std::nullopt;
 }
 
 void Batch::write_class_outputs() {
@@ -449,6 +465,7 @@ int Batch::run() {
   // links; each holds a uid slot, a scratch folder and a thread per file waiting for a job.
   int compiling = std::min<int>(std::max(2, jobs_ / 4), static_cast<int>(std::max<std::size_t>(1, pending_.size())));
   compilers_ = compiling;
+  running_since_.assign(static_cast<std::size_t>(workers_), std::nullopt);
   JobTokens tokens(jobs_);
   compile_tokens_ = &tokens;
   const std::size_t max_ready = static_cast<std::size_t>(2 * workers_ + 1);  // don't compile far ahead (disk)
@@ -506,11 +523,13 @@ int Batch::run() {
         cv.notify_all();
       }
       if (s->result.error.empty()) {
+        set_running(worker, true);
         try {
           run_gates_of(*s, slot, gpu);
         } catch (const std::exception& e) {
           s->result.error = std::string("while running: ") + e.what();
         }
+        set_running(worker, false);
       }
       try {
         finish(*s);

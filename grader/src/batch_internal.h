@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -50,12 +51,14 @@ std::vector<std::string> subfolders(const fs::path& dir);
 
 // Seconds until the batch is done, from what the students graded so far took: their mean compile time (the wall
 // time of one student's compiles) and mean run time. `remaining` students pass through `jobs` compiles (students
-// compiled at once) and `workers` runs at once; the slower stage sets the pace, and the last student still needs
-// the other stage.
-// (Elapsed time over students done, the first estimate, also counted the pipeline filling up and the students
-// finishing in bursts of `jobs`: off by 30-130 % on a batch of 16 on 2 cores.)
+// compiled at once) and `workers` runs at once; `running` holds how long each student being run now (counted in
+// `remaining`) has run so far. The workers take the students in queue order, each as soon as it is free and the
+// student compiled; the estimate is when the last of them ends. (Elapsed time over students done, the first
+// estimate, also counted the pipeline filling up and the students finishing in bursts of `jobs`: off by 30-130 % on
+// a batch of 16 on 2 cores. Leaving out the runs under way was 34-40 % off on two GPUs, where students end in
+// pairs: after the first of a pair it counted a whole run for the second, already most of the way through.)
 double batch_eta(std::size_t remaining, std::size_t to_compile, double mean_compile_s, double mean_run_s, int jobs,
-                 int workers);
+                 int workers, const std::vector<double>& running = {});
 
 class Batch {
  public:
@@ -83,6 +86,7 @@ class Batch {
   std::string inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj);
   void run_gates_of(Submission& s, int slot, const std::string& gpu);
   void finish(Submission& s);
+  void set_running(int worker, bool running);  // for the ETA: when the worker's current run started
   void write_class_outputs();
 
   BatchOptions opts_;
@@ -98,6 +102,7 @@ class Batch {
   int lock_fd_ = -1;
   JobTokens* compile_tokens_ = nullptr;  // the compile jobs, shared by every student compiling (run() sets it)
   int compilers_ = 1;                    // students compiled at once (run() sets it)
+  std::vector<std::optional<Clock::time_point>> running_since_;  // per worker, its run under way (guarded by mu_)
   std::string nm_, objdump_;
 
   std::mutex mu_;

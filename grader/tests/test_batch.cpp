@@ -518,9 +518,10 @@ TEST_CASE("the batch's ETA follows the slower stage of the pipeline", "[batch_et
   // Measured on 2 cores (16 copies of the fake lab's solution, -j 2, one worker): every student compiled in about
   // 4.4 s and ran in 0.3 s; after the first, the other 15 took 33.1 s. Elapsed over done had said 76 s.
   CHECK(batch_eta(15, 15, 4.4, 0.3, 2, 1) == Catch::Approx(33.3).margin(0.1));
-  // One GPU, runs of 90 s: the compiles keep ahead and the GPU sets the pace; two GPUs halve it.
+  // One GPU, runs of 90 s: the compiles keep ahead and the GPU sets the pace; two GPUs halve it (the last of an odd
+  // count runs alone).
   CHECK(batch_eta(99, 97, 45, 90, 16, 1) == Catch::Approx(99 * 90.0));
-  CHECK(batch_eta(99, 97, 45, 90, 16, 2) == Catch::Approx(99 * 45.0));
+  CHECK(batch_eta(99, 97, 45, 90, 16, 2) == Catch::Approx(50 * 90.0));
   // Fewer students left than jobs: each still needs its own compile, then its run.
   CHECK(batch_eta(1, 1, 45, 90, 16, 2) == Catch::Approx(135));
   CHECK(batch_eta(0, 0, 45, 90, 16, 2) == 0);
@@ -529,4 +530,13 @@ TEST_CASE("the batch's ETA follows the slower stage of the pipeline", "[batch_et
   // their compiles again had said 179 s, and after the second 137 s for a run of 90 s.
   CHECK(batch_eta(2, 0, 48.6, 88.5, 16, 1) == Catch::Approx(177));
   CHECK(batch_eta(1, 0, 48.8, 88, 16, 1) == Catch::Approx(88));
+  // Measured on two H100s (six reference workbooks, labs 01-07, one worker per GPU): the students end in pairs.
+  // After the third, the fourth had run 45.8 s of a mean 59.3 s, and the last two were compiled; the batch ended
+  // 63 s later (without the run under way, 89 s had been the estimate). After the fifth, the sixth had run 43.8 s of
+  // a mean 57.2 s and ended 10 s later (estimated 57 s before).
+  CHECK(batch_eta(3, 0, 32.7, 59.3, 4, 2, {45.8}) == Catch::Approx(59.3 - 45.8 + 59.3));
+  CHECK(batch_eta(1, 0, 39.2, 57.2, 4, 2, {43.8}) == Catch::Approx(57.2 - 43.8));
+  // A run past the mean ends any moment; the running list never counts more students than remain or workers.
+  CHECK(batch_eta(1, 0, 10, 60, 4, 2, {75}) == 0);
+  CHECK(batch_eta(2, 0, 10, 60, 4, 1, {30, 30}) == Catch::Approx(30 + 60));
 }
