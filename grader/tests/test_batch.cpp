@@ -403,7 +403,7 @@ TEST_CASE("without bubblewrap the batch refuses to grade unless told --sandbox n
 }
 
 TEST_CASE("a process's niceness is raised by its limits, and unprivileged it cannot lower it", "[sandbox]") {
-  // A batch's compiles run at niceness +10 beside the gate runs of earlier students.
+  // A batch's compiles run at niceness +5 beside the gate runs of earlier students.
   test::TempDir dir("nice");
   errno = 0;
   const int own = getpriority(PRIO_PROCESS, 0);
