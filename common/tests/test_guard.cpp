@@ -2,6 +2,7 @@
 // scan_guard_host computes); the last two cases run the same on the device and skip without one.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -295,17 +296,38 @@ TEST_CASE("device guards: doubles, and the cost on a lab 05 sized array", "[guar
   LABKIT_CUDA(cudaMemcpy(y.data() + y.size() + 100, y.data() + y.size(), 50 * sizeof(double),
                          cudaMemcpyDeviceToDevice));
   CHECK(y.check_guards().after == 50);  // 50 words moved by 100 positions; an equal pair is a 2^-50 chance
-  // 2^28 floats (1 GiB) get 64 MiB a side; construction and one check stay in milliseconds.
-  const auto t0 = std::chrono::steady_clock::now();
+  // 2^28 floats (1 GiB) get 64 MiB a side. Checking them must cost a scan on the device, not the bands' trip to the
+  // host: the check's time is compared with that trip (both bands copied into a host vector whose pages are already
+  // mapped), each the best of five, taken turn about. Other tests may share the GPU and the CPUs (ctest -j), which
+  // only ever adds time, to either side; the best of five is the cost with the least of it. (A bare wall-clock limit
+  // of 50 ms failed on an H100 under ctest -j 8.)
   labkit::GuardedBuffer<float> big(std::size_t(1) << 28, "x");
   LABKIT_CUDA(cudaDeviceSynchronize());
-  const auto t1 = std::chrono::steady_clock::now();
-  const auto r = big.check_guards();
-  const auto t2 = std::chrono::steady_clock::now();
-  CHECK(r.ok);
-  CHECK(big.guard_elems() * sizeof(float) == labkit::kMaxGuardBytes);
-  const double make_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-  const double check_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
-  WARN("GuardedBuffer<float>(2^28): construct+fill " << make_ms << " ms, check_guards " << check_ms << " ms");
-  CHECK(check_ms < 50);  // two passes over 64 MiB: about 0.1 ms of HBM time plus launches
+  const std::size_t band = big.guard_elems();
+  CHECK(band * sizeof(float) == labkit::kMaxGuardBytes);
+  std::vector<float> host(2 * band);
+  const auto copy_bands_to_host = [&] {
+    LABKIT_CUDA(cudaMemcpy(host.data(), big.data() - band, band * sizeof(float), cudaMemcpyDeviceToHost));
+    LABKIT_CUDA(cudaMemcpy(host.data() + band, big.data() + big.size(), band * sizeof(float), cudaMemcpyDeviceToHost));
+  };
+  copy_bands_to_host();  // the host pages are mapped once, here, not in the first timed copy
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  double check_ms = 1e30, copy_ms = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    auto t = Clock::now();
+    const auto r = big.check_guards();
+    check_ms = std::min(check_ms, ms_since(t));
+    REQUIRE(r.ok);
+    t = Clock::now();
+    copy_bands_to_host();
+    copy_ms = std::min(copy_ms, ms_since(t));
+  }
+  WARN("GuardedBuffer<float>(2^28): check_guards " << check_ms << " ms, the bands to the host " << copy_ms
+                                                  << " ms (best of 5 each)");
+  // Two scans of 64 MiB are about 0.1 ms of HBM time plus launches, the copy of 128 MiB several milliseconds: a check
+  // that brought the bands to the host would take at least the copy's time.
+  CHECK(check_ms * 4 < copy_ms);
 }
