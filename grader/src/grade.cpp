@@ -3,10 +3,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 #include "devices.h"
 #include "progress.h"
@@ -191,6 +197,64 @@ void write_outputs(const std::vector<SubmissionResult>& results, const OutputFil
 
 namespace {
 
+// Labs handed from the thread that compiles them to the one that times their speed gates, in the order they are
+// built.
+class ReadyQueue {
+ public:
+  explicit ReadyQueue(std::size_t labs) : left_(labs) {}
+  // Runs lab i's build and hands i on. A build that throws hands nothing on and ends the queue: next() says no more,
+  // and rethrow() raises the first such exception once the builds have ended.
+  void done(std::size_t i, const std::function<void()>& build) {
+    std::exception_ptr error;
+    try {
+      build();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error && !error_) error_ = error;
+    if (!error) ready_.push_back(i);
+    --left_;
+    cv_.notify_all();
+  }
+  // The next lab built, waiting for it; none once every lab was handed on or a build threw.
+  std::optional<std::size_t> next() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !ready_.empty() || left_ == 0 || error_; });
+    if (error_ || ready_.empty()) return std::nullopt;
+    const std::size_t i = ready_.front();
+    ready_.pop_front();
+    return i;
+  }
+  void rethrow() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::size_t> ready_;
+  std::size_t left_;
+  std::exception_ptr error_;
+};
+
+// Joins a thread when the scope ends, also when it ends with an exception (a joinable std::thread's destructor would
+// end the program).
+class JoinOnExit {
+ public:
+  explicit JoinOnExit(std::thread& t) : t_(t) {}
+  ~JoinOnExit() { join(); }
+  JoinOnExit(const JoinOnExit&) = delete;
+  JoinOnExit& operator=(const JoinOnExit&) = delete;
+  void join() {
+    if (t_.joinable()) t_.join();
+  }
+
+ private:
+  std::thread& t_;
+};
+
 // The solution tree always builds as a whole (it is the reference): its CMake target. Returns the gate binary, or
 // "" with every gate build_failed.
 fs::path build_solution_tree(LabResult& lab, const Recipe& recipe, const Build& build, bool no_build) {
@@ -228,7 +292,8 @@ void build_grading_target(const Recipe& recipe, const Build& build) {
 }
 
 // Labs side by side share `tokens`, one per process (stepbuild.h).
-fs::path build_student_tree(LabResult& lab, const Recipe& recipe, const Build& build, JobTokens* tokens) {
+fs::path build_student_tree(LabResult& lab, const Recipe& recipe, const Build& build, JobTokens* tokens,
+                            RunProgress& progress) {
   const fs::path student_dir = recipe.lab_dir / "student", work = build.dir / "grading" / "local" / ("lab" + recipe.lab);
   LabBuildSpec spec;
   for (const auto& s : recipe.student_sources) spec.present.push_back(fs::is_regular_file(student_dir / s));
@@ -239,6 +304,8 @@ fs::path build_student_tree(LabResult& lab, const Recipe& recipe, const Build& b
   spec.log_prefix = "lab" + recipe.lab;
   spec.process.inherit_env = true;
   spec.process.cwd = work;
+  // Other labs' speed gates may be timed meanwhile (grade_main): their host thread comes first.
+  spec.process.limits.nice = 5;
   spec.path_rewrites = {{(build.root / "").string(), ""}};
   spec.jobs = usable_cpus();
   spec.tokens = tokens;
@@ -248,7 +315,7 @@ fs::path build_student_tree(LabResult& lab, const Recipe& recipe, const Build& b
                      " student file(s) (" + format_seconds(built.seconds) + ")\n";
   for (const auto& f : built.files)
     if (f.state != StepFile::State::compiled) text += "labgrade: " + f.message + "\n";
-  std::cerr << text;
+  progress.print(text);
   return built.exe;
 }
 
@@ -289,27 +356,8 @@ int grade_main(const GradeOptions& opts) {
   for (std::size_t i = 0; i < recipes.size(); ++i)
     labs.push_back(make_lab_result(rubrics[i], recipes[i].name, lab_has_hidden_tests(recipes[i]) && !opts.no_hidden));
 
-  // Every lab is built before any gate runs: a build beside the gate runs slowed both (measured on an H200 with 16
-  // cores: the whole workbook took 193 s that way, against 42 s of compiling and 88 s of runs). The solution tree
-  // and the grading targets build through CMake, one target at a time with every CPU; the student's files of all
-  // the labs then compile side by side, one process per CPU in all, as `labgrade batch` builds one student (a lab's
-  // slowest file no longer holds up the next lab: on an H100 with 16 jobs, one workbook compiled in 46 s lab after
-  // lab, 19 s side by side).
-  std::vector<fs::path> exes(recipes.size());
-  if (opts.solutions) {
-    for (std::size_t i = 0; i < recipes.size(); ++i)
-      exes[i] = build_solution_tree(labs[i], recipes[i], build, bo.no_build);
-  } else {
-    if (!bo.no_build)
-      for (const auto& recipe : recipes) build_grading_target(recipe, build);
-    std::cerr << "labgrade: compiling the student files of " << recipes.size() << " lab(s)\n";
-    JobTokens tokens(usable_cpus());
-    for_each_concurrently(recipes.size(), static_cast<int>(recipes.size()), [&](std::size_t i) {
-      exes[i] = build_student_tree(labs[i], recipes[i], build, &tokens);
-    });
-  }
-  // Then the labs run side by side (labpool.h), the longest in the previous run of this tree first; their speed gates
-  // take turns with the GPU to themselves.
+  // The labs run side by side (labpool.h), the longest in the previous run of this tree first, and every lab's
+  // speed gates come first, one lab after another with the GPU to itself (run_speed_gates, grade.h).
   const double gpu_gib = cuda.ok && !cuda.gpus.empty() ? cuda.gpus.front().memory_gib : 0;
   const int lab_jobs = opts.lab_jobs > 0 ? opts.lab_jobs : default_lab_jobs(gpu_gib, usable_cpus(), recipes.size());
   GpuTurns turns;
@@ -319,11 +367,10 @@ int grade_main(const GradeOptions& opts) {
   std::vector<double> expected(recipes.size());
   for (std::size_t i = 0; i < recipes.size(); ++i) expected[i] = progress.last_seconds(recipes[i].lab);
   const std::vector<std::size_t> order = longest_first(expected);
-  const auto started = std::chrono::steady_clock::now();
   // Each lab's run: its binary, logs, the grader's copy of its rubric and its limits, set once for both phases.
+  std::vector<fs::path> exes(recipes.size());
   std::vector<GateRunSpec> specs(recipes.size());
-  for (std::size_t i = 0; i < recipes.size(); ++i) {
-    if (exes[i].empty()) continue;
+  const auto prepare_run = [&](std::size_t i) {
     const Recipe& recipe = recipes[i];
     GateRunSpec& spec = specs[i];
     spec.exe = exes[i];
@@ -339,16 +386,58 @@ int grade_main(const GradeOptions& opts) {
     spec.process.limits.file_size = 1ull << 30;
     spec.process.cwd = spec.log_dir;
     spec.on_gate_start = [&progress, &recipe](const std::string& gate) { progress.gate(recipe.lab, gate); };
-  }
-  // Every lab's speed gates first, one lab after another with the GPU to itself (run_speed_gates, grade.h); then
-  // the rest of each lab, the labs side by side.
+  };
   std::vector<double> speed_used(recipes.size(), 0.0);
-  if (lab_jobs > 1)
-    for (const std::size_t i : order) {
-      if (exes[i].empty()) continue;
-      progress.print("labgrade: timing the speed gates of lab " + recipes[i].lab + "\n");
-      speed_used[i] = run_speed_gates(labs[i], specs[i], &turns);
-    }
+  std::optional<std::chrono::steady_clock::time_point> started;  // when the first gate process started
+  const auto time_speed_gates = [&](std::size_t i) {
+    if (exes[i].empty()) return;
+    prepare_run(i);
+    if (!started) started = std::chrono::steady_clock::now();
+    progress.print("labgrade: timing the speed gates of lab " + recipes[i].lab + "\n");
+    speed_used[i] = run_speed_gates(labs[i], specs[i], &turns);
+  };
+  if (opts.solutions) {
+    // The solution tree builds through CMake, one target at a time with every CPU and at the grader's priority,
+    // before any gate runs: a build beside the gate runs slowed both (an H200 with 16 cores: the whole workbook took
+    // 193 s that way, against 42 s of compiling and 88 s of runs).
+    for (std::size_t i = 0; i < recipes.size(); ++i)
+      exes[i] = build_solution_tree(labs[i], recipes[i], build, bo.no_build);
+    if (lab_jobs > 1)
+      for (const std::size_t i : order) time_speed_gates(i);
+  } else {
+    if (!bo.no_build)
+      for (const auto& recipe : recipes) build_grading_target(recipe, build);
+    // The student's files of all the labs compile side by side, one process per CPU in all, as `labgrade batch`
+    // builds one student (a lab's slowest file no longer holds up the next lab: on an H100 with 16 jobs, one workbook
+    // compiled in 46 s lab after lab, 19 s side by side). A lab's speed gates are timed as soon as it is built, in
+    // the order the labs are ready, while the others still compile: a speed gate takes the GPU to itself, which no
+    // compiler touches, and its one busy host thread needs one CPU of the machine's, which the compilers leave it at
+    // niceness +5 (as in a batch, where the next students compile beside the gate runs). The untimed gates and the
+    // checks, which keep every CPU busy, wait for the last lab to be built.
+    progress.print("labgrade: compiling the student files of " + std::to_string(recipes.size()) + " lab(s)\n");
+    JobTokens tokens(usable_cpus());
+    ReadyQueue built(recipes.size());
+    const auto compile_started = std::chrono::steady_clock::now();
+    double compile_wall = 0;
+    std::thread compiler([&] {
+      for_each_concurrently(recipes.size(), static_cast<int>(recipes.size()), [&](std::size_t i) {
+        built.done(i, [&] { exes[i] = build_student_tree(labs[i], recipes[i], build, &tokens, progress); });
+      });
+      compile_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_started).count();
+    });
+    JoinOnExit join_compiler(compiler);
+    while (const std::optional<std::size_t> i = built.next())
+      if (lab_jobs > 1) time_speed_gates(*i);
+    join_compiler.join();
+    built.rethrow();
+    progress.print("labgrade: " + std::to_string(recipes.size()) + " lab(s) compiled in " +
+                   format_seconds(compile_wall) + " wall" +
+                   (lab_jobs > 1 ? ", their speed gates timed as each was built" : "") + "\n");
+  }
+  for (std::size_t i = 0; i < recipes.size(); ++i)
+    if (!exes[i].empty() && specs[i].exe.empty()) prepare_run(i);
+  if (!started) started = std::chrono::steady_clock::now();
+  // Then the rest of each lab, the labs side by side.
   for_each_concurrently(recipes.size(), lab_jobs, [&](std::size_t k) {
     const std::size_t i = order[k];
     const Recipe& recipe = recipes[i];
@@ -376,7 +465,7 @@ int grade_main(const GradeOptions& opts) {
     progress.lab_done(recipe.lab, lab.run_seconds);
     progress.print(text);
   });
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - *started).count();
   progress.finish(wall);
   for (auto& lab : labs) {
     result.compile_seconds += lab.compile_seconds;
