@@ -139,18 +139,23 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
   const auto started = Clock::now();
   fs::path build = s.scratch / "build";
   for (const char* d : {"home", "tmp", "bin"}) fs::create_directories(build / d);
+  // The gate binaries the runs start: the grader's copies, made as each lab is linked, in a folder that is never the
+  // slot's (the build folder stays the compiles' until they have all ended).
+  const fs::path gates = s.scratch / "gates";
+  fs::create_directories(gates);
   s.exes.assign(labs_.size(), {});
   // First every lab's files are copied and its build set up, one lab after another (the copies are the grader's,
   // handed to the slot once); then the labs build side by side, their compiles taking the batch's compile jobs
   // (compile_tokens_) in the student's `order`: the student next in line for a GPU keeps every job busy, as if it
   // were alone, instead of waiting for a lab's slowest file before the next lab starts or sharing the machine
-  // evenly with students whose runs come later.
-  std::vector<LabResult> results;
+  // evenly with students whose runs come later. Each lab goes to the worker (s.built) as soon as it is linked.
+  std::vector<LabResult>& results = s.result.labs;
+  results.clear();
+  for (const auto& plan : labs_) results.push_back(make_lab_result(plan.rubric, plan.recipe.name, plan.hidden));
   std::vector<std::optional<LabBuildSpec>> specs(labs_.size());
   for (std::size_t i = 0; i < labs_.size(); ++i) {
     const LabPlan& plan = labs_[i];
     const Recipe& r = plan.recipe;
-    results.push_back(make_lab_result(plan.rubric, r.name, plan.hidden));
     fs::path src_dir = build / "src" / "labs" / r.name / "student";
     fs::path obj_dir = build / "obj" / lab_tag(r);
     fs::path logs = s.result_dir / "logs";
@@ -200,26 +205,30 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
     specs[i] = std::move(spec);
   }
   give_to_slot(build, &sandbox_, slot);
-  std::vector<LabBuild> built(labs_.size());
   try {
     for_each_concurrently(labs_.size(), static_cast<int>(labs_.size()), [&](std::size_t i) {
       if (!specs[i]) return;
       specs[i]->tokens = compile_tokens_;
       specs[i]->token_order = order;
-      built[i] = build_lab(labs_[i].recipe, *specs[i]);
+      const LabBuild built = build_lab(labs_[i].recipe, *specs[i]);
+      apply_build(results[i], built);
+      if (!built.lab_problem.empty()) return;
+      // Copied by the grader, so the copy is the grader's: the slot's processes (the other labs' compiles) cannot
+      // change it, and code in attempt 1 cannot replace the binary attempt 2 starts.
+      const fs::path exe = gates / built.exe.filename();
+      fs::copy_file(built.exe, exe, fs::copy_options::overwrite_existing);
+      fs::permissions(exe, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                               fs::perms::others_read | fs::perms::others_exec);
+      s.exes[i] = exe;
+      s.built.push(i);
     });
   } catch (...) {
     sweep_uid(&sandbox_, slot);
     throw;
   }
   sweep_uid(&sandbox_, slot);
-  for (std::size_t i = 0; i < labs_.size(); ++i) {
-    if (specs[i]) {
-      apply_build(results[i], built[i]);
-      if (built[i].lab_problem.empty()) s.exes[i] = built[i].exe;
-    }
-    s.result.labs.push_back(std::move(results[i]));
-  }
+  // What the compiles wrote becomes the grader's again: nothing of the slot's may change it from now on.
+  take_back(build, &sandbox_);
   // The student's compile time is the clock's: the labs' own times overlap.
   s.result.compile_seconds = std::chrono::duration<double>(Clock::now() - started).count();
 }
@@ -257,17 +266,19 @@ std::string Batch::inspect_object(ProcessSpec ps, const LabPlan& plan, const std
   return findings.empty() ? "" : describe_refusal(src, findings);
 }
 
-void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
-  const auto started = Clock::now();
+void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int worker) {
+  std::optional<Clock::time_point> started;  // when the first of its gates started (the ETA's run under way)
+  const auto start = [&] {
+    if (started) return;
+    started = Clock::now();
+    set_running(worker, true);
+  };
   // Each lab writes only in a folder of its own (run/labNN: its working folder, HOME and TMPDIR), and in the sandbox
   // sees no other lab's: what the student's code wrote during one lab's hidden gates (their inputs) cannot reach
   // another lab's visible gates, which run side by side with them or after them.
   fs::path run = s.scratch / "run";
   for (const auto& plan : labs_)
     for (const char* d : {"home", "tmp"}) fs::create_directories(run / lab_tag(plan.recipe) / d);
-  // The built binaries become the grader's (root's) again: code running in attempt 1 must not be able to swap
-  // the gate binary that attempt 2 starts.
-  take_back(s.scratch / "build", &sandbox_);
   give_to_slot(run, &sandbox_, slot);
   GpuTurns* turns = turns_.at(gpu).get();
   // Labs side by side share the student's uid slot: a process's end must not sweep the slot while another lab's
@@ -283,10 +294,9 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
     }
   }
   const std::vector<std::size_t> order = longest_first(expected);
-  // Each lab's run, set once for both phases.
+  // Each lab's run, set once for both phases, as soon as its binary is there.
   std::vector<GateRunSpec> specs(labs_.size());
-  for (std::size_t i = 0; i < labs_.size(); ++i) {
-    if (s.exes[i].empty()) continue;
+  const auto prepare = [&](std::size_t i) {
     const LabPlan& plan = labs_[i];
     GateRunSpec& spec = specs[i];
     spec.exe = s.exes[i];
@@ -312,13 +322,23 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
     spec.process.limits.processes =
         static_cast<std::uint64_t>(opts_.max_processes) * static_cast<std::uint64_t>(lab_jobs_);
     spec.process.limits.file_size = 64u << 20;
-  }
-  // Every lab's speed gates first, one lab after another with the GPU to itself (run_speed_gates, grade.h); then
-  // the rest of each lab, the labs side by side.
+  };
+  // Every lab's speed gates first, one lab after another with the GPU to itself (run_speed_gates, grade.h), each as
+  // soon as the lab is built, while the student's other labs still compile (at niceness +5, as the next students'
+  // compiles do beside every run): one workbook no longer waits for its slowest lab's compile before any timing.
+  // Then, once the compiles have all ended, the rest of each lab, the labs side by side.
   std::vector<double> speed_used(labs_.size(), 0.0);
   if (shared_slot)
-    for (const std::size_t i : order)
-      if (!s.exes[i].empty()) speed_used[i] = run_speed_gates(s.result.labs[i], specs[i], turns);
+    while (const std::optional<std::size_t> i = s.built.next()) {
+      start();
+      prepare(*i);
+      speed_used[*i] = run_speed_gates(s.result.labs[*i], specs[*i], turns);
+    }
+  s.built.wait_finished();
+  if (s.built.failed()) return;  // the compile could not go on (the grader's fault): the caller says why
+  start();
+  for (std::size_t i = 0; i < labs_.size(); ++i)
+    if (!s.exes[i].empty() && specs[i].exe.empty()) prepare(i);
   for_each_concurrently(labs_.size(), lab_jobs_, [&](std::size_t k) {
     const std::size_t i = order[k];
     LabResult& lab = s.result.labs[i];
@@ -329,8 +349,9 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu) {
     run_and_score(lab, specs[i], opts_.sanitize, opts_.sanitize_strict, turns, speed_used[i]);
   });
   if (shared_slot) sweep_uid(&sandbox_, slot);
-  // The student's run time is the clock's: with labs side by side, less than the labs' own times added up.
-  s.result.run_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  // The student's run time is the clock's, from its first gate: with labs side by side, less than the labs' own
+  // times added up.
+  s.result.run_seconds = std::chrono::duration<double>(Clock::now() - *started).count();
 }
 
 // Console logs are capped at the sandbox's file size limit; keep only the end of big ones in OUT.
@@ -460,7 +481,9 @@ int Batch::run() {
 
   std::mutex qmu;
   std::condition_variable cv;
-  std::deque<std::unique_ptr<Submission>> ready;
+  // The students a worker may take, in queue order: each is handed on when its compile starts, and the worker times
+  // each lab's speed gates as the compile hands it on (Submission::built).
+  std::deque<std::shared_ptr<Submission>> ready;
   std::atomic<std::size_t> next{0};
   // Students compiled at once. The compile jobs go to the first of them in the queue (JobTokens' order), so more
   // of them do not slow the next run's student; a few keep the jobs busy while one of them copies, inspects or
@@ -471,13 +494,21 @@ int Batch::run() {
   JobTokens tokens(jobs_);
   compile_tokens_ = &tokens;
   const std::size_t max_ready = static_cast<std::size_t>(2 * workers_ + 1);  // don't compile far ahead (disk)
+  const auto hand_on = [&](std::shared_ptr<Submission> s) {  // to the workers, in queue order
+    std::unique_lock<std::mutex> lock(qmu);
+    cv.wait(lock, [&] { return ready.size() < max_ready; });
+    const auto at = std::find_if(ready.begin(), ready.end(), [&](const auto& r) { return r->order > s->order; });
+    ready.insert(at, std::move(s));
+    cv.notify_all();
+  };
 
   auto compiler = [&](int slot) {
     for (;;) {
       std::size_t i = next++;
       if (i >= pending_.size()) break;
-      auto s = std::make_unique<Submission>();
+      auto s = std::make_shared<Submission>();
       s->student = pending_[i];
+      s->order = i;
       s->folder = opts_.submissions / s->student;
       // The scratch folder's name holds no character of the student's name that a tool could misread: nvcc
       // splits its fatbinary arguments at commas ("Last, First" failed to compile).
@@ -494,18 +525,23 @@ int Batch::run() {
         fs::create_directories(s->scratch);
         fs::create_directories(s->result_dir);
         if (sandbox_.drop_uid) ::chmod(s->result_dir.c_str(), 0700);
-        compile(*s, slot, i);
       } catch (const std::exception& e) {
         s->result.error = std::string("while compiling: ") + e.what();
+      }
+      // From here on the worker owns s->result.error: a failed compile goes through s->built.
+      hand_on(s);
+      if (s->result.error.empty()) {
+        try {
+          compile(*s, slot, i);
+        } catch (...) {
+          s->built.fail(std::current_exception());
+        }
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++compiled_;  // for the ETA: this student needs only its run now
       }
-      std::unique_lock<std::mutex> lock(qmu);
-      cv.wait(lock, [&] { return ready.size() < max_ready; });
-      ready.push_back(std::move(s));
-      cv.notify_all();
+      s->built.finish();
     }
     std::lock_guard<std::mutex> lock(qmu);
     --compiling;
@@ -515,7 +551,7 @@ int Batch::run() {
     const int slot = jobs_ + worker;
     const std::string gpu = gpus_.empty() ? "" : gpus_[static_cast<std::size_t>(worker) % gpus_.size()];
     for (;;) {
-      std::unique_ptr<Submission> s;
+      std::shared_ptr<Submission> s;
       {
         std::unique_lock<std::mutex> lock(qmu);
         cv.wait(lock, [&] { return !ready.empty() || compiling == 0; });
@@ -525,14 +561,22 @@ int Batch::run() {
         cv.notify_all();
       }
       if (s->result.error.empty()) {
-        set_running(worker, true);
+        std::string run_error;
         try {
-          run_gates_of(*s, slot, gpu);
+          run_gates_of(*s, slot, gpu, worker);
         } catch (const std::exception& e) {
-          s->result.error = std::string("while running: ") + e.what();
+          run_error = std::string("while running: ") + e.what();
         }
+        s->built.wait_finished();  // the compile has ended (and with it every write of its to s), whatever happened
+        try {
+          s->built.rethrow();
+        } catch (const std::exception& e) {
+          s->result.error = std::string("while compiling: ") + e.what();
+        }
+        if (s->result.error.empty()) s->result.error = run_error;
         set_running(worker, false);
       }
+      s->built.wait_finished();
       try {
         finish(*s);
       } catch (const std::exception& e) {

@@ -34,14 +34,18 @@ struct LabPlan {
   ObjPolicy objects;     // what the student's objects may define (objcheck.h)
 };
 
-// One student on its way through the pipeline.
+// One student on its way through the pipeline. A worker takes it while it still compiles: the compile hands each lab
+// on as it is linked (`built`), and the worker times that lab's speed gates while the others compile.
 struct Submission {
   std::string student;
+  std::size_t order = 0;  // place in the queue
   fs::path folder;      // the submission (never written)
   fs::path scratch;     // OUT/.work/<n>-<student> (scratch_name)
   fs::path result_dir;  // OUT/<student>
-  SubmissionResult result;
-  std::vector<fs::path> exes;  // per lab: the linked gate binary, empty when the lab did not build
+  SubmissionResult result;  // its labs are set up before the compile starts, and each belongs to the compile until
+                            // `built` hands it on; the rest of it once `built` has finished
+  std::vector<fs::path> exes;  // per lab: the gate binary (the grader's copy), empty when the lab did not build
+  ReadyQueue built;
 };
 
 inline std::string lab_tag(const Recipe& r) { return "lab" + r.lab; }
@@ -84,7 +88,7 @@ class Batch {
   // batch.cpp
   void compile(Submission& s, int slot, std::size_t order);
   std::string inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj);
-  void run_gates_of(Submission& s, int slot, const std::string& gpu);
+  void run_gates_of(Submission& s, int slot, const std::string& gpu, int worker);
   void finish(Submission& s);
   void set_running(int worker, bool running);  // for the ETA: when the worker's current run started
   void write_class_outputs();

@@ -3,11 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <exception>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -197,48 +194,6 @@ void write_outputs(const std::vector<SubmissionResult>& results, const OutputFil
 
 namespace {
 
-// Labs handed from the thread that compiles them to the one that times their speed gates, in the order they are
-// built.
-class ReadyQueue {
- public:
-  explicit ReadyQueue(std::size_t labs) : left_(labs) {}
-  // Runs lab i's build and hands i on. A build that throws hands nothing on and ends the queue: next() says no more,
-  // and rethrow() raises the first such exception once the builds have ended.
-  void done(std::size_t i, const std::function<void()>& build) {
-    std::exception_ptr error;
-    try {
-      build();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (error && !error_) error_ = error;
-    if (!error) ready_.push_back(i);
-    --left_;
-    cv_.notify_all();
-  }
-  // The next lab built, waiting for it; none once every lab was handed on or a build threw.
-  std::optional<std::size_t> next() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !ready_.empty() || left_ == 0 || error_; });
-    if (error_ || ready_.empty()) return std::nullopt;
-    const std::size_t i = ready_.front();
-    ready_.pop_front();
-    return i;
-  }
-  void rethrow() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::size_t> ready_;
-  std::size_t left_;
-  std::exception_ptr error_;
-};
-
 // Joins a thread when the scope ends, also when it ends with an exception (a joinable std::thread's destructor would
 // end the program).
 class JoinOnExit {
@@ -416,14 +371,20 @@ int grade_main(const GradeOptions& opts) {
     // checks, which keep every CPU busy, wait for the last lab to be built.
     progress.print("labgrade: compiling the student files of " + std::to_string(recipes.size()) + " lab(s)\n");
     JobTokens tokens(usable_cpus());
-    ReadyQueue built(recipes.size());
+    ReadyQueue built;
     const auto compile_started = std::chrono::steady_clock::now();
     double compile_wall = 0;
     std::thread compiler([&] {
       for_each_concurrently(recipes.size(), static_cast<int>(recipes.size()), [&](std::size_t i) {
-        built.done(i, [&] { exes[i] = build_student_tree(labs[i], recipes[i], build, &tokens, progress); });
+        try {
+          exes[i] = build_student_tree(labs[i], recipes[i], build, &tokens, progress);
+          built.push(i);
+        } catch (...) {
+          built.fail(std::current_exception());
+        }
       });
       compile_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_started).count();
+      built.finish();
     });
     JoinOnExit join_compiler(compiler);
     while (const std::optional<std::size_t> i = built.next())

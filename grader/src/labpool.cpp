@@ -74,6 +74,54 @@ void JobTokens::release() {
   cv_.notify_all();
 }
 
+void ReadyQueue::push(std::size_t lab) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_.push_back(lab);
+  }
+  cv_.notify_all();
+}
+
+void ReadyQueue::finish() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+  }
+  cv_.notify_all();
+}
+
+void ReadyQueue::fail(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_) error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+std::optional<std::size_t> ReadyQueue::next() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !ready_.empty() || finished_ || error_; });
+  if (error_ || ready_.empty()) return std::nullopt;
+  const std::size_t lab = ready_.front();
+  ready_.pop_front();
+  return lab;
+}
+
+void ReadyQueue::wait_finished() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return finished_; });
+}
+
+bool ReadyQueue::failed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_ != nullptr;
+}
+
+void ReadyQueue::rethrow() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_) std::rethrow_exception(error_);
+}
+
 int JobTokens::waiting() {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(waiting_.size());

@@ -8,8 +8,11 @@
 #pragma once
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -82,6 +85,31 @@ class JobTokens {
   std::condition_variable cv_;
   int free_;
   std::multiset<std::size_t> waiting_;  // the orders of the threads waiting for a token
+};
+
+// The labs of one submission handed from the threads that build them to the one that runs them, each as soon as it
+// is built, in the order they are ready: that thread times a lab's speed gates while the other labs still compile
+// (local labgrade, and a batch's worker). The builder calls finish() once it is done with every lab (a batch: after
+// the uid slot is swept and the build folder given back to the grader), or fail() if it could not go on; the runner
+// waits for that before anything that needs every lab or the compiles' end (the untimed gates, which use every CPU).
+class ReadyQueue {
+ public:
+  void push(std::size_t lab);
+  void finish();
+  void fail(std::exception_ptr error);  // keeps the first error; the builder still calls finish()
+  // The next lab built, waiting for it; none once the builder has finished and every lab was taken, or failed.
+  std::optional<std::size_t> next();
+  void wait_finished();
+  bool failed();
+  // Rethrows the first failure, if any.
+  void rethrow();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::size_t> ready_;
+  bool finished_ = false;
+  std::exception_ptr error_;
 };
 
 // Calls fn(i) for every i in [0, n) on up to `jobs` threads (jobs <= 1: in order, on this thread). Indices are taken

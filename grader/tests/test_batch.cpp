@@ -321,7 +321,7 @@ TEST_CASE("a killed batch resumes without losing or repeating a student", "[batc
     Process first(ps);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
     const std::string scratch = (fs::weakly_canonical(out) / ".work" / "").string();
-    while (!(count_done() >= 1 && processes_naming(scratch, "host_hang/build/bin/", "--labkit-results")) &&
+    while (!(count_done() >= 1 && processes_naming(scratch, "host_hang/gates/", "--labkit-results")) &&
            !first.poll() &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "grade.h"
 #include "labpool.h"
@@ -278,4 +279,35 @@ TEST_CASE("job tokens go to the lowest order waiting, whenever it came", "[labpo
     }
   }
   CHECK(tokens.waiting() == 0);
+}
+
+TEST_CASE("ready labs go to the runner in the order they were built, until the builder finishes or fails",
+          "[labpool]") {
+  SECTION("in order, the runner waiting for each; none once finished") {
+    ReadyQueue q;
+    std::vector<std::size_t> got;
+    std::thread runner([&] {
+      while (const auto lab = q.next()) got.push_back(*lab);
+    });
+    for (const std::size_t lab : {3u, 0u, 2u}) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the runner is waiting in next() by now
+      q.push(lab);
+    }
+    q.finish();
+    runner.join();
+    CHECK(got == std::vector<std::size_t>{3, 0, 2});
+    CHECK_FALSE(q.failed());
+    q.wait_finished();  // returns at once
+  }
+  SECTION("a failure ends next() at once, labs still queued or not, and is rethrown") {
+    ReadyQueue q;
+    q.push(1);
+    q.fail(std::make_exception_ptr(std::runtime_error("disk full")));
+    q.fail(std::make_exception_ptr(std::runtime_error("later")));  // the first one is kept
+    CHECK_FALSE(q.next());
+    CHECK(q.failed());
+    q.finish();
+    q.wait_finished();
+    CHECK_THROWS_WITH(q.rethrow(), "disk full");
+  }
 }

@@ -119,3 +119,38 @@ TEST_CASE("doctor reports this machine and fails only on missing tools", "[local
   CHECK_THAT(r.output, ContainsSubstring("cmake"));
   if (!query_cuda(test::labgrade_exe()).ok) CHECK_THAT(r.output, ContainsSubstring("GPU gates will be skipped"));
 }
+
+TEST_CASE("grading one's own tree with labs side by side: a lab's speed gates are timed as soon as it is built",
+          "[local]") {
+  // The solution's files in student/, graded with two labs at a time (the default without a GPU is one): the speed
+  // process starts once the lab is linked, on the grader's own thread, and the untimed gates after the compile.
+  test::TempDir dir("localpipeline");
+  const fs::path lab = dir.path / "labs/99_fake";
+  fs::create_directories(lab / "student");
+  for (const char* f : {"fake.cu", "step1_scale.cu", "step2_clamp.cu"})
+    fs::copy_file(test::fakelab_root() / "solutions/99_fake" / f, lab / "student" / f);
+  auto recipe = nlohmann::json::parse(read_file(test::fakelab_grading() / "lab99.json"));
+  recipe["lab_dir"] = lab.string();
+  fs::create_directories(dir.path / "grading");
+  write_file_atomic(dir.path / "grading/lab99.json", recipe.dump(2));
+  std::vector<std::string> argv = {test::labgrade_exe().string(), "--repo", test::repo_root().string(), "--no-build",
+                                   "--build-dir", test::build_dir().string(), "--grading-dir",
+                                   (dir.path / "grading").string(), "--gate-timeout", "60", "--lab-jobs", "2", "99",
+                                   "--json", (dir.path / "r.json").string()};
+  auto r = run_command(argv, 600);
+  INFO(r.output);
+  const bool gpu = query_cuda(test::labgrade_exe()).ok;
+  CHECK(r.exit_code == (gpu ? 0 : 1));  // without a GPU step1.correct is skipped
+  auto st = statuses(nlohmann::json::parse(read_file(dir.path / "r.json")));
+  CHECK(st["cpu.speed"] == "passed");
+  CHECK(st["cpu.add"] == "passed");
+  CHECK(st["step2.clamp"] == "passed");
+  CHECK(st["step1.correct"] == (gpu ? "passed" : "skipped"));
+  const auto at = [&](const std::string& text) { return r.output.find(text); };
+  REQUIRE(at("compiled lab 99's 3 student file(s)") != std::string::npos);
+  REQUIRE(at("timing the speed gates of lab 99") != std::string::npos);
+  REQUIRE(at("running lab 99") != std::string::npos);
+  CHECK(at("compiled lab 99's") < at("timing the speed gates of lab 99"));
+  CHECK(at("timing the speed gates of lab 99") < at("1 lab(s) compiled in"));
+  CHECK(at("1 lab(s) compiled in") < at("running lab 99"));
+}
