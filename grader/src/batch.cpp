@@ -205,11 +205,14 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
     specs[i] = std::move(spec);
   }
   give_to_slot(build, &sandbox_, slot);
+  std::vector<std::size_t> files;
+  for (const auto& plan : labs_) files.push_back(plan.recipe.student_sources.size());
+  const std::vector<std::size_t> rank = compile_ranks(files);
   try {
     for_each_concurrently(labs_.size(), static_cast<int>(labs_.size()), [&](std::size_t i) {
       if (!specs[i]) return;
       specs[i]->tokens = compile_tokens_;
-      specs[i]->token_order = order;
+      specs[i]->token_order = order * labs_.size() + rank[i];  // the student's place first, then the lab's
       const LabBuild built = build_lab(labs_[i].recipe, *specs[i]);
       apply_build(results[i], built);
       if (!built.lab_problem.empty()) return;

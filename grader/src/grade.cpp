@@ -248,7 +248,7 @@ void build_grading_target(const Recipe& recipe, const Build& build) {
 
 // Labs side by side share `tokens`, one per process (stepbuild.h).
 fs::path build_student_tree(LabResult& lab, const Recipe& recipe, const Build& build, JobTokens* tokens,
-                            RunProgress& progress) {
+                            std::size_t token_order, RunProgress& progress) {
   const fs::path student_dir = recipe.lab_dir / "student", work = build.dir / "grading" / "local" / ("lab" + recipe.lab);
   LabBuildSpec spec;
   for (const auto& s : recipe.student_sources) spec.present.push_back(fs::is_regular_file(student_dir / s));
@@ -264,6 +264,7 @@ fs::path build_student_tree(LabResult& lab, const Recipe& recipe, const Build& b
   spec.path_rewrites = {{(build.root / "").string(), ""}};
   spec.jobs = usable_cpus();
   spec.tokens = tokens;
+  spec.token_order = token_order;
   LabBuild built = build_lab(recipe, spec);
   apply_build(lab, built);
   std::string text = "labgrade: compiled lab " + recipe.lab + "'s " + std::to_string(recipe.student_sources.size()) +
@@ -371,13 +372,16 @@ int grade_main(const GradeOptions& opts) {
     // checks, which keep every CPU busy, wait for the last lab to be built.
     progress.print("labgrade: compiling the student files of " + std::to_string(recipes.size()) + " lab(s)\n");
     JobTokens tokens(usable_cpus());
+    std::vector<std::size_t> files;
+    for (const auto& recipe : recipes) files.push_back(recipe.student_sources.size());
+    const std::vector<std::size_t> rank = compile_ranks(files);
     ReadyQueue built;
     const auto compile_started = std::chrono::steady_clock::now();
     double compile_wall = 0;
     std::thread compiler([&] {
       for_each_concurrently(recipes.size(), static_cast<int>(recipes.size()), [&](std::size_t i) {
         try {
-          exes[i] = build_student_tree(labs[i], recipes[i], build, &tokens, progress);
+          exes[i] = build_student_tree(labs[i], recipes[i], build, &tokens, rank[i], progress);
           built.push(i);
         } catch (...) {
           built.fail(std::current_exception());

@@ -74,6 +74,15 @@ void JobTokens::release() {
   cv_.notify_all();
 }
 
+std::vector<std::size_t> compile_ranks(const std::vector<std::size_t>& files_per_lab) {
+  std::vector<std::size_t> by(files_per_lab.size()), rank(files_per_lab.size());
+  for (std::size_t i = 0; i < by.size(); ++i) by[i] = i;
+  std::stable_sort(by.begin(), by.end(),
+                   [&](std::size_t a, std::size_t b) { return files_per_lab[a] < files_per_lab[b]; });
+  for (std::size_t r = 0; r < by.size(); ++r) rank[by[r]] = r;
+  return rank;
+}
+
 void ReadyQueue::push(std::size_t lab) {
   {
     std::lock_guard<std::mutex> lock(mu_);

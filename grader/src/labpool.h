@@ -87,6 +87,14 @@ class JobTokens {
   std::multiset<std::size_t> waiting_;  // the orders of the threads waiting for a token
 };
 
+// Which lab of a submission gets the compile jobs first (JobTokens' order, after the student's place in a batch):
+// the one with the fewest student files, then the next (ties keep the given order). The labs are then linked one
+// after another from the first seconds on, and the runner times each one's speed gates while the rest compile;
+// with the jobs shared evenly every lab was linked near the end (a batch of one on an H100: the first of nine after
+// 10-15 s of a 20-28 s compile). The jobs stay busy either way: a later lab's files take whatever tokens the earlier
+// labs leave. Returns each lab's rank (0: first).
+std::vector<std::size_t> compile_ranks(const std::vector<std::size_t>& files_per_lab);
+
 // The labs of one submission handed from the threads that build them to the one that runs them, each as soon as it
 // is built, in the order they are ready: that thread times a lab's speed gates while the other labs still compile
 // (local labgrade, and a batch's worker). The builder calls finish() once it is done with every lab (a batch: after

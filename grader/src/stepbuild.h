@@ -55,7 +55,7 @@ struct LabBuildSpec {
   // while it runs (null: only `jobs` limits the lab). Labs side by side share the uid slot too, so their caller
   // turns process.sweep_uid off and sweeps the slot once they have all ended.
   JobTokens* tokens = nullptr;
-  std::size_t token_order = 0;  // this build's place among the tokens' waiters (a batch: the student's; labpool.h)
+  std::size_t token_order = 0;  // this build's place among the tokens' waiters (the student's, then the lab's)
   std::vector<std::string> extra_compile_flags;  // grader-only flags (batch: NVTX off for the object check)
   // Each compile also writes the headers its file included (`-MD -MF <object>.d`), for inspect: which libraries
   // the file brought in cannot be renamed away, unlike the names of the kernels they compile into it.

@@ -311,3 +311,9 @@ TEST_CASE("ready labs go to the runner in the order they were built, until the b
     CHECK_THROWS_WITH(q.rethrow(), "disk full");
   }
 }
+
+TEST_CASE("the lab with the fewest student files compiles first; ties keep the labs' order", "[labpool]") {
+  CHECK(compile_ranks({12, 5, 3, 5, 8}) == std::vector<std::size_t>{4, 1, 0, 2, 3});
+  CHECK(compile_ranks({}).empty());
+  CHECK(compile_ranks({1}) == std::vector<std::size_t>{0});
+}
