@@ -33,6 +33,27 @@ CommandResult grade(const std::vector<std::string>& extra) {
   return run_command(argv, 600);
 }
 
+// A copy of the fake lab's folder under `dir` (its student/ empty, for the test to fill), with a recipe that points at
+// it (the compile commands stay the build's). Returns the student folder.
+fs::path copy_of_fake_lab(const fs::path& dir) {
+  const fs::path lab = dir / "labs/99_fake";
+  fs::create_directories(lab / "student");
+  auto recipe = nlohmann::json::parse(read_file(test::fakelab_grading() / "lab99.json"));
+  recipe["lab_dir"] = lab.string();
+  fs::create_directories(dir / "grading");
+  write_file_atomic(dir / "grading/lab99.json", recipe.dump(2));
+  return lab / "student";
+}
+
+// labgrade on that copy's student tree, lab 99, with these options.
+CommandResult grade_copy(const fs::path& dir, const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {test::labgrade_exe().string(), "--repo", test::repo_root().string(), "--no-build",
+                                   "--build-dir", test::build_dir().string(), "--grading-dir",
+                                   (dir / "grading").string(), "--gate-timeout", "60", "99"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run_command(argv, 600);
+}
+
 }  // namespace
 
 TEST_CASE("grading the solutions of the fake lab", "[local]") {
@@ -82,23 +103,13 @@ TEST_CASE("grading the skeleton: every step not implemented", "[local]") {
 }
 
 TEST_CASE("grading one's own tree: a broken step costs that step and a missing one is not submitted", "[local]") {
-  // A copy of the fake lab's folder with the solution's files in student/, step 2 broken and step 1 deleted,
-  // graded through a recipe that points at it (the compile commands stay the build's).
+  // A copy of the fake lab's folder with the solution's files in student/, step 2 broken and step 1 deleted.
   test::TempDir dir("localsteps");
-  const fs::path lab = dir.path / "labs/99_fake";
-  fs::create_directories(lab / "student");
-  fs::copy_file(test::fakelab_root() / "solutions/99_fake/fake.cu", lab / "student/fake.cu");
-  std::ofstream(lab / "student/step2_clamp.cu")
+  const fs::path student = copy_of_fake_lab(dir.path);
+  fs::copy_file(test::fakelab_root() / "solutions/99_fake/fake.cu", student / "fake.cu");
+  std::ofstream(student / "step2_clamp.cu")
       << "#include \"fake.h\"\nnamespace lab99 {\nint clamp(int x, int, int) { return x }  // no semicolon\n}\n";
-  auto recipe = nlohmann::json::parse(read_file(test::fakelab_grading() / "lab99.json"));
-  recipe["lab_dir"] = lab.string();
-  fs::create_directories(dir.path / "grading");
-  write_file_atomic(dir.path / "grading/lab99.json", recipe.dump(2));
-  std::vector<std::string> argv = {test::labgrade_exe().string(), "--repo", test::repo_root().string(), "--no-build",
-                                   "--build-dir", test::build_dir().string(), "--grading-dir",
-                                   (dir.path / "grading").string(), "--gate-timeout", "60", "99", "--json",
-                                   (dir.path / "r.json").string()};
-  auto r = run_command(argv, 600);
+  auto r = grade_copy(dir.path, {"--json", (dir.path / "r.json").string()});
   INFO(r.output);
   CHECK(r.exit_code == 1);
   auto st = statuses(nlohmann::json::parse(read_file(dir.path / "r.json")));
@@ -125,19 +136,10 @@ TEST_CASE("grading one's own tree with labs side by side: a lab's speed gates ar
   // The solution's files in student/, graded with two labs at a time (the default without a GPU is one): the speed
   // process starts once the lab is linked, on the grader's own thread, and the untimed gates after the compile.
   test::TempDir dir("localpipeline");
-  const fs::path lab = dir.path / "labs/99_fake";
-  fs::create_directories(lab / "student");
+  const fs::path student = copy_of_fake_lab(dir.path);
   for (const char* f : {"fake.cu", "step1_scale.cu", "step2_clamp.cu"})
-    fs::copy_file(test::fakelab_root() / "solutions/99_fake" / f, lab / "student" / f);
-  auto recipe = nlohmann::json::parse(read_file(test::fakelab_grading() / "lab99.json"));
-  recipe["lab_dir"] = lab.string();
-  fs::create_directories(dir.path / "grading");
-  write_file_atomic(dir.path / "grading/lab99.json", recipe.dump(2));
-  std::vector<std::string> argv = {test::labgrade_exe().string(), "--repo", test::repo_root().string(), "--no-build",
-                                   "--build-dir", test::build_dir().string(), "--grading-dir",
-                                   (dir.path / "grading").string(), "--gate-timeout", "60", "--lab-jobs", "2", "99",
-                                   "--json", (dir.path / "r.json").string()};
-  auto r = run_command(argv, 600);
+    fs::copy_file(test::fakelab_root() / "solutions/99_fake" / f, student / f);
+  auto r = grade_copy(dir.path, {"--lab-jobs", "2", "--json", (dir.path / "r.json").string()});
   INFO(r.output);
   const bool gpu = query_cuda(test::labgrade_exe()).ok;
   CHECK(r.exit_code == (gpu ? 0 : 1));  // without a GPU step1.correct is skipped
