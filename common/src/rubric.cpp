@@ -1,5 +1,6 @@
 #include "labkit/rubric.h"
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -47,6 +48,9 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
   r.time_limit_s = t["time_limit_s"].value_or(r.time_limit_s);
   r.gate_time_limit_s = t["gate_time_limit_s"].value_or(r.gate_time_limit_s);
   r.sanitizer_time_limit_s = t["sanitizer_time_limit_s"].value_or(r.sanitizer_time_limit_s);
+  r.expected_run_s = t["expected_run_s"].value_or(r.expected_run_s);
+  if (!(r.expected_run_s >= 0) || !std::isfinite(r.expected_run_s))
+    fail(source, "expected_run_s must be a number of seconds, 0 or more");
   if (auto lb = t["leaderboard"].as_table()) {
     r.leaderboard_gate = (*lb)["gate"].value_or(std::string{});
     r.leaderboard_metric = (*lb)["metric"].value_or(std::string{});

@@ -19,6 +19,7 @@ TEST_CASE("a rubric parses gates, thresholds and the leaderboard", "[cpu][rubric
 lab = "01"
 title = "t"
 gate_time_limit_s = 30
+expected_run_s = 12
 [leaderboard]
 gate = "s.speed"
 metric = "candidate_rate"
@@ -37,6 +38,7 @@ hidden = true
                                 "test.toml");
   CHECK(r.lab == "01");
   CHECK(r.gate_time_limit_s == 30);
+  CHECK(r.expected_run_s == 12);  // an integer in the file, seconds as a double
   REQUIRE(r.gates.size() == 2);
   CHECK(r.max_points() == 6);
   const auto* s = r.find("s.speed");
@@ -60,6 +62,8 @@ TEST_CASE("rubric errors name the file and the problem", "[cpu][rubric]") {
   CHECK_THAT(msg("lab='1'\n[[gate]]\nid='a'\nkind='speed'\n"), ContainsSubstring("needs `metric` and `threshold`"));
   CHECK_THAT(msg("lab='1'\n[[gate]\n"), ContainsSubstring("line 2"));
   CHECK_THAT(msg("lab='1'\n[leaderboard]\ngate='zz'\n[[gate]]\nid='a'\n"), ContainsSubstring("`zz`"));
+  CHECK_THAT(msg("lab='1'\nexpected_run_s=-3\n[[gate]]\nid='a'\n"), ContainsSubstring("expected_run_s must be"));
+  CHECK_THAT(msg("lab='1'\nexpected_run_s=nan\n[[gate]]\nid='a'\n"), ContainsSubstring("expected_run_s must be"));
 }
 
 TEST_CASE("the CPU matmul reference matches a direct sum and the blocked float version", "[cpu][reference]") {

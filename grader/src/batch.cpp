@@ -287,16 +287,18 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
   // Labs side by side share the student's uid slot: a process's end must not sweep the slot while another lab's
   // runs in it. run_and_score sweeps before and after each speed run, when no other lab runs; the last sweep is here.
   const bool shared_slot = lab_jobs_ > 1;
-  // The longest labs of the students graded so far start first, so that none starts late and ends alone.
-  std::vector<double> expected(labs_.size());
+  // The longest labs start first, so that none starts late and ends alone: longest in the students graded so far
+  // (the untimed part, which is what runs side by side), or before the first of them by the rubrics' figures.
+  std::vector<double> mean(labs_.size()), prior(labs_.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (std::size_t i = 0; i < labs_.size(); ++i) {
       const auto it = lab_run_sum_.find(labs_[i].recipe.lab);
-      expected[i] = it == lab_run_sum_.end() ? 0 : it->second;
+      mean[i] = it == lab_run_sum_.end() || lab_runs_ == 0 ? 0 : it->second / static_cast<double>(lab_runs_);
+      prior[i] = labs_[i].rubric.expected_run_s;
     }
   }
-  const std::vector<std::size_t> order = longest_first(expected);
+  const std::vector<std::size_t> order = untimed_order(mean, prior);
   // Each lab's run, set once for both phases, as soon as its binary is there.
   std::vector<GateRunSpec> specs(labs_.size());
   const auto prepare = [&](std::size_t i) {
@@ -331,6 +333,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
   // compiles do beside every run): one workbook no longer waits for its slowest lab's compile before any timing.
   // Then, once the compiles have all ended, the rest of each lab, the labs side by side.
   std::vector<double> speed_used(labs_.size(), 0.0);
+  s.untimed_seconds.assign(labs_.size(), 0.0);
   if (shared_slot)
     while (const std::optional<std::size_t> i = s.built.next()) {
       start();
@@ -350,6 +353,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
       return;
     }
     run_and_score(lab, specs[i], opts_.sanitize, opts_.sanitize_strict, turns, speed_used[i]);
+    s.untimed_seconds[i] = std::max(0.0, lab.run_seconds - speed_used[i]);
   });
   if (shared_slot) sweep_uid(&sandbox_, slot);
   // The student's run time is the clock's, from its first gate: with labs side by side, less than the labs' own
@@ -389,9 +393,11 @@ void Batch::finish(Submission& s) {
   if (ok && !s.result.all_passed()) ++not_full_;
   compile_sum_ += s.result.compile_seconds;
   run_sum_ += s.result.run_seconds;
-  if (ok)
-    for (std::size_t i = 0; i < s.result.labs.size() && i < labs_.size(); ++i)
-      lab_run_sum_[labs_[i].recipe.lab] += s.result.labs[i].run_seconds;
+  if (ok) {
+    for (std::size_t i = 0; i < s.untimed_seconds.size() && i < labs_.size(); ++i)
+      lab_run_sum_[labs_[i].recipe.lab] += s.untimed_seconds[i];
+    ++lab_runs_;
+  }
   double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const double n = static_cast<double>(done_);
   const std::size_t remaining = pending_.size() - done_;

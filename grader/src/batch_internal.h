@@ -45,6 +45,7 @@ struct Submission {
   SubmissionResult result;  // its labs are set up before the compile starts, and each belongs to the compile until
                             // `built` hands it on; the rest of it once `built` has finished
   std::vector<fs::path> exes;  // per lab: the gate binary (the grader's copy), empty when the lab did not build
+  std::vector<double> untimed_seconds;  // per lab: its run after the speed gates (the later students' lab order)
   ReadyQueue built;
 };
 
@@ -112,7 +113,8 @@ class Batch {
   std::mutex mu_;
   std::size_t done_ = 0, not_full_ = 0, errors_ = 0, compiled_ = 0;
   double compile_sum_ = 0, run_sum_ = 0;  // over the students done, for the ETA
-  std::map<std::string, double> lab_run_sum_;  // each lab's own run time over the students done: the labs' order
+  std::map<std::string, double> lab_run_sum_;  // each lab's untimed run time over the students done: the labs' order
+  std::size_t lab_runs_ = 0;                    // the students in lab_run_sum_
   Clock::time_point start_;
 };
 

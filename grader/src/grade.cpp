@@ -312,7 +312,7 @@ int grade_main(const GradeOptions& opts) {
   for (std::size_t i = 0; i < recipes.size(); ++i)
     labs.push_back(make_lab_result(rubrics[i], recipes[i].name, lab_has_hidden_tests(recipes[i]) && !opts.no_hidden));
 
-  // The labs run side by side (labpool.h), the longest in the previous run of this tree first, and every lab's
+  // The labs run side by side (labpool.h), the longest first (untimed_order), and every lab's
   // speed gates come first, one lab after another with the GPU to itself (run_speed_gates, grade.h).
   const double gpu_gib = cuda.ok && !cuda.gpus.empty() ? cuda.gpus.front().memory_gib : 0;
   const int lab_jobs = opts.lab_jobs > 0 ? opts.lab_jobs : default_lab_jobs(gpu_gib, usable_cpus(), recipes.size());
@@ -320,9 +320,13 @@ int grade_main(const GradeOptions& opts) {
   const fs::path tree_logs = build.dir / "grading" / "logs" / tree;
   fs::create_directories(tree_logs);
   RunProgress progress(recipes.size(), tree_logs / "run-times.txt");
-  std::vector<double> expected(recipes.size());
-  for (std::size_t i = 0; i < recipes.size(); ++i) expected[i] = progress.last_seconds(recipes[i].lab);
-  const std::vector<std::size_t> order = longest_first(expected);
+  // The longest untimed runs first: by this tree's previous run, or by the rubrics for labs not graded here before.
+  std::vector<double> last(recipes.size()), prior(recipes.size());
+  for (std::size_t i = 0; i < recipes.size(); ++i) {
+    last[i] = progress.last_seconds(recipes[i].lab);
+    prior[i] = rubrics[i].expected_run_s;
+  }
+  const std::vector<std::size_t> order = untimed_order(last, prior);
   // Each lab's run: its binary, logs, the grader's copy of its rubric and its limits, set once for both phases.
   std::vector<fs::path> exes(recipes.size());
   std::vector<GateRunSpec> specs(recipes.size());
@@ -427,7 +431,8 @@ int grade_main(const GradeOptions& opts) {
     for (const auto& note : lab.notes)
       if (note.rfind("memcheck:", 0) == 0 || note.rfind("racecheck:", 0) == 0)
         text += "labgrade:   " + trim_message(note, 1, 240) + "\n";
-    progress.lab_done(recipe.lab, lab.run_seconds);
+    // Kept for the next run's order: the part that runs side by side (the speed gates were timed before, alone).
+    progress.lab_done(recipe.lab, std::max(0.0, lab.run_seconds - speed_used[i]));
     progress.print(text);
   });
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - *started).count();

@@ -181,4 +181,12 @@ std::vector<std::size_t> longest_first(const std::vector<double>& expected_secon
   return order;
 }
 
+std::vector<std::size_t> untimed_order(const std::vector<double>& measured_seconds,
+                                       const std::vector<double>& rubric_seconds) {
+  std::vector<double> expected(measured_seconds.size());
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    expected[i] = measured_seconds[i] > 0 || i >= rubric_seconds.size() ? measured_seconds[i] : rubric_seconds[i];
+  return longest_first(expected);
+}
+
 }  // namespace labgrade

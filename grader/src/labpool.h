@@ -137,5 +137,10 @@ int default_lab_jobs(double gpu_memory_gib, int cpus_per_worker, std::size_t lab
 // ones are done and runs alone at the end. Labs with no estimate (<= 0) could be long: they come first, in their
 // own order; equal estimates keep theirs. Returns indices into expected_seconds.
 std::vector<std::size_t> longest_first(const std::vector<double>& expected_seconds);
+// longest_first for the labs' untimed runs: each lab's measured time (its previous run, or the mean over the students
+// graded so far; <= 0: none) or, for a lab without one, its rubric's expected_run_s. Without the rubric's figure a
+// fresh machine started the labs in their numbers' order, and lab 07, among the longest, last.
+std::vector<std::size_t> untimed_order(const std::vector<double>& measured_seconds,
+                                       const std::vector<double>& rubric_seconds);
 
 }  // namespace labgrade

@@ -157,6 +157,19 @@ TEST_CASE("labs start longest first; labs with no estimate first of all, in thei
   CHECK(longest_first({3, 7, 3, 7}) == V{1, 3, 0, 2});      // ties keep their order
 }
 
+TEST_CASE("the untimed runs' order: measured times where there are some, else the rubrics' expected_run_s",
+          "[labpool]") {
+  using V = std::vector<std::size_t>;
+  // a fresh machine: the rubrics' figures (labs 01-09 on an H100) put 04 and 07 first, not 01 02 03
+  const std::vector<double> rubric{12, 7, 6, 13, 8, 11, 13, 8, 3};
+  CHECK(untimed_order(std::vector<double>(9, 0.0), rubric) == V{3, 6, 0, 5, 4, 7, 1, 2, 8});
+  // measured times win over the rubric's; a lab not measured keeps its rubric figure
+  CHECK(untimed_order({2, 0, 20}, {12, 7, 6}) == V{2, 1, 0});
+  // neither: the lab could be long, so it comes first (longest_first's rule)
+  CHECK(untimed_order({0, 5, 0}, {0, 9, 4}) == V{0, 1, 2});
+  CHECK(untimed_order({0, 0}, {}) == V{0, 1});  // no rubric figures at all: the labs' own order
+}
+
 TEST_CASE("labs side by side: their untimed runs overlap, a speed run has the GPU to itself", "[labpool]") {
   test::TempDir dir("labpool");
   const fs::path script = dir.path / "gates.sh", meet = dir.path / "meet";

@@ -8,6 +8,8 @@
 //   gate_time_limit_s = 60        # any single gate
 //   sanitizer_time_limit_s = 120  # the default memory and race checks: one compute-sanitizer tool over the lab's
 //                                 # passed correctness gates (their small shapes); past it the rest is unchecked
+//   expected_run_s = 12           # optional: what the reference's untimed gates and checks take alone on an H100;
+//                                 # the grader starts the longest labs first before it has timed any run itself
 //   [leaderboard]                 # the headline figure for the class leaderboard
 //   gate = "step5.speed"
 //   metric = "candidate_gflops"
@@ -53,6 +55,7 @@ struct Rubric {
   std::string lab, title, path;
   double time_limit_s = 600, gate_time_limit_s = 120;
   double sanitizer_time_limit_s = 120;  // per tool (memcheck, racecheck) and lab
+  double expected_run_s = 0;            // the untimed part's usual length, for the labs' order (0: not given)
   std::string leaderboard_gate, leaderboard_metric, leaderboard_order = "desc";
   std::vector<RubricGate> gates;
 
