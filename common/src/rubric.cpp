@@ -1,6 +1,7 @@
 #include "labkit/rubric.h"
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -51,6 +52,11 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
   r.expected_run_s = t["expected_run_s"].value_or(r.expected_run_s);
   if (!(r.expected_run_s >= 0) || !std::isfinite(r.expected_run_s))
     fail(source, "expected_run_s must be a number of seconds, 0 or more");
+  if (const toml::node* g = t.get("gpus")) {
+    const toml::value<std::int64_t>* n = g->as_integer();
+    if (!n || n->get() < 1 || n->get() > 64) fail(source, "gpus must be a whole number from 1 to 64");
+    r.gpus = static_cast<int>(n->get());
+  }
   if (auto lb = t["leaderboard"].as_table()) {
     r.leaderboard_gate = (*lb)["gate"].value_or(std::string{});
     r.leaderboard_metric = (*lb)["metric"].value_or(std::string{});

@@ -20,6 +20,7 @@ lab = "01"
 title = "t"
 gate_time_limit_s = 30
 expected_run_s = 12
+gpus = 2
 [leaderboard]
 gate = "s.speed"
 metric = "candidate_rate"
@@ -39,6 +40,8 @@ hidden = true
   CHECK(r.lab == "01");
   CHECK(r.gate_time_limit_s == 30);
   CHECK(r.expected_run_s == 12);  // an integer in the file, seconds as a double
+  CHECK(r.gpus == 2);
+  CHECK(labkit::parse_rubric("lab='1'\n[[gate]]\nid='a'\n", "r.toml").gpus == 1);  // the default
   REQUIRE(r.gates.size() == 2);
   CHECK(r.max_points() == 6);
   const auto* s = r.find("s.speed");
@@ -64,6 +67,8 @@ TEST_CASE("rubric errors name the file and the problem", "[cpu][rubric]") {
   CHECK_THAT(msg("lab='1'\n[leaderboard]\ngate='zz'\n[[gate]]\nid='a'\n"), ContainsSubstring("`zz`"));
   CHECK_THAT(msg("lab='1'\nexpected_run_s=-3\n[[gate]]\nid='a'\n"), ContainsSubstring("expected_run_s must be"));
   CHECK_THAT(msg("lab='1'\nexpected_run_s=nan\n[[gate]]\nid='a'\n"), ContainsSubstring("expected_run_s must be"));
+  CHECK_THAT(msg("lab='1'\ngpus=0\n[[gate]]\nid='a'\n"), ContainsSubstring("gpus must be"));
+  CHECK_THAT(msg("lab='1'\ngpus=1.5\n[[gate]]\nid='a'\n"), ContainsSubstring("gpus must be"));
 }
 
 TEST_CASE("the CPU matmul reference matches a direct sum and the blocked float version", "[cpu][reference]") {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <deque>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -480,10 +481,21 @@ void Batch::write_class_outputs() {
 int Batch::run() {
   setup();
   preflight();
+  // A worker's GPUs as --gpus names them ("0+1"), the workers apart by commas.
+  std::vector<std::string> shown;
+  std::size_t per_worker = gpus_.empty() ? 0 : std::numeric_limits<std::size_t>::max();
+  for (const auto& g : gpus_) {
+    const auto members = split(g, ',');
+    shown.push_back(join(members, "+"));
+    per_worker = std::min(per_worker, members.size());
+  }
   std::cerr << "labgrade: " << students_.size() << " submissions, " << (students_.size() - pending_.size())
             << " already graded, " << labs_.size() << " lab(s); " << jobs_ << " compile job(s), " << workers_
-            << " run worker(s)" << (gpus_.empty() ? " (no GPU)" : " on GPU(s) " + join(gpus_, ",")) << ", "
+            << " run worker(s)" << (gpus_.empty() ? " (no GPU)" : " on GPU(s) " + join(shown, ",")) << ", "
             << lab_jobs_ << " lab(s) of a student at a time\n";
+  std::vector<LabGpus> needs;
+  for (const auto& plan : labs_) needs.push_back({plan.recipe.lab, plan.rubric.gpus, plan.recipe.rubric});
+  for (const auto& w : multi_gpu_warnings(needs, per_worker)) std::cerr << "labgrade: warning: " << w << "\n";
   start_ = Clock::now();
   for (const auto& g : gpus_) turns_[g] = std::make_unique<GpuTurns>();
   if (gpus_.empty()) turns_[""] = std::make_unique<GpuTurns>();

@@ -65,6 +65,22 @@ std::vector<std::string> subfolders(const fs::path& dir);
 double batch_eta(std::size_t remaining, std::size_t to_compile, double mean_compile_s, double mean_run_s, int jobs,
                  int workers, const std::vector<double>& running = {});
 
+// `--gpus`: the workers' GPUs, comma-separated; GPUs joined by '+' go to one worker, which sees them all (for labs
+// whose multi-GPU gates need them): "0,1" is two workers of one GPU each, "0+1" one worker of two. Returns each
+// worker's CUDA_VISIBLE_DEVICES ("0", "0,1"). Throws UserError for an empty entry or a GPU named twice (two workers
+// on one GPU would each take "exclusive" turns of their own on it, and time their speed gates side by side).
+std::vector<std::string> parse_gpu_groups(const std::string& spec);
+
+// What a batch says before it starts about the labs whose rubric asks for more GPUs (`gpus`) than its workers see
+// (`gpus_per_worker`, the fewest of any worker; 0: no GPU, nothing to say): their multi-GPU gates would report
+// `skipped` for every student.
+struct LabGpus {
+  std::string lab;
+  int gpus = 1;
+  fs::path rubric;
+};
+std::vector<std::string> multi_gpu_warnings(const std::vector<LabGpus>& labs, std::size_t gpus_per_worker);
+
 class Batch {
  public:
   explicit Batch(const BatchOptions& o) : opts_(o) {}

@@ -92,9 +92,8 @@ BuildOptions Batch::find_root_and_gpus() {
   CudaInfo cuda = query_cuda();
   for (const auto& g : cuda.gpus) gpu_gib_ = gpu_gib_ > 0 ? std::min(gpu_gib_, g.memory_gib) : g.memory_gib;
   if (!opts_.gpus.empty()) {
-    for (auto& g : split(opts_.gpus, ','))
-      if (!trim(g).empty()) gpus_.push_back(trim(g));
-    bo.have_gpu = true;
+    gpus_ = parse_gpu_groups(opts_.gpus);
+    bo.have_gpu = !gpus_.empty();
   } else {
     // CUDA numbers the GPUs it sees from 0. When this process was itself limited to some GPUs (Slurm, a user's
     // CUDA_VISIBLE_DEVICES=2,3), index i is the i-th entry of that list, and that entry is what each worker
@@ -373,6 +372,42 @@ void Batch::preflight() {
                       "--sandbox none");
   }
   fs::remove_all(scratch);
+}
+
+std::vector<std::string> parse_gpu_groups(const std::string& spec) {
+  std::vector<std::string> groups;
+  std::set<std::string> seen;
+  for (const auto& entry : split(spec, ',')) {
+    if (trim(entry).empty()) continue;  // "0,1," as "0,1"
+    std::vector<std::string> members;
+    for (const auto& g : split(entry, '+')) {
+      const std::string id = trim(g);
+      if (id.empty()) throw UserError("--gpus " + spec + ": `" + trim(entry) + "` has an empty GPU (write 0+1)");
+      if (!seen.insert(id).second)
+        throw UserError("--gpus " + spec + ": GPU " + id +
+                        " is named twice; each GPU belongs to one worker (two workers on one GPU would time their "
+                        "speed gates side by side)");
+      members.push_back(id);
+    }
+    groups.push_back(join(members, ","));
+  }
+  return groups;
+}
+
+std::vector<std::string> multi_gpu_warnings(const std::vector<LabGpus>& labs, std::size_t gpus_per_worker) {
+  std::vector<std::string> out;
+  if (gpus_per_worker == 0) return out;  // no GPU: every GPU gate is skipped anyway, and says so
+  for (const auto& l : labs) {
+    if (static_cast<std::size_t>(l.gpus) <= gpus_per_worker) continue;
+    std::string plus;
+    for (int k = 0; k < l.gpus; ++k) plus += (k ? "+" : "") + std::to_string(k);
+    out.push_back("lab " + l.lab + " needs " + std::to_string(l.gpus) + " GPUs for its multi-GPU gates (its rubric's " +
+                  "`gpus`) and a worker here sees " + std::to_string(gpus_per_worker) +
+                  ": those gates will report `skipped`, with 0 points, for every student. Give each worker " +
+                  std::to_string(l.gpus) + " GPUs (--gpus " + plus + ": one worker that grades on all of them), or " +
+                  "set those gates' points to 0 in " + l.rubric.string());
+  }
+  return out;
 }
 
 }  // namespace labgrade::detail

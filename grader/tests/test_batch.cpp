@@ -518,6 +518,44 @@ TEST_CASE("a block of sandbox uids held from another lock folder (a chroot) is n
   if (held) CHECK(second.uid_base != next);  // else someone else holds it, and it is skipped anyway
 }
 
+TEST_CASE("--gpus: a worker per entry, GPUs joined by + go to one worker, no GPU belongs to two", "[batch_gpus]") {
+  using detail::parse_gpu_groups;
+  using V = std::vector<std::string>;
+  CHECK(parse_gpu_groups("0,1") == V{"0", "1"});
+  CHECK(parse_gpu_groups("0+1") == V{"0,1"});  // CUDA_VISIBLE_DEVICES of the one worker
+  CHECK(parse_gpu_groups(" 2 + 3 , 0+1 ,") == V{"2,3", "0,1"});
+  CHECK(parse_gpu_groups("GPU-8f2e+GPU-a1b0") == V{"GPU-8f2e,GPU-a1b0"});  // UUIDs as CUDA_VISIBLE_DEVICES takes them
+  CHECK(parse_gpu_groups("") == V{});
+  auto error = [](const std::string& spec) {
+    try {
+      parse_gpu_groups(spec);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error("0+1,1"), ContainsSubstring("GPU 1 is named twice"));
+  CHECK_THAT(error("0,0"), ContainsSubstring("GPU 0 is named twice"));
+  CHECK_THAT(error("0+0"), ContainsSubstring("GPU 0 is named twice"));
+  CHECK_THAT(error("0+,1"), ContainsSubstring("`0+` has an empty GPU"));
+}
+
+TEST_CASE("a batch warns when a lab needs more GPUs than its workers see", "[batch_gpus]") {
+  using detail::multi_gpu_warnings;
+  const std::vector<detail::LabGpus> labs = {{"01", 1, "labs/01_matmul/rubric.toml"},
+                                             {"08", 2, "labs/08_multi_gpu_cg/rubric.toml"},
+                                             {"09", 2, "labs/09_summa/rubric.toml"}};
+  const auto one = multi_gpu_warnings(labs, 1);
+  REQUIRE(one.size() == 2);
+  CHECK_THAT(one[0], ContainsSubstring("lab 08 needs 2 GPUs"));
+  CHECK_THAT(one[0], ContainsSubstring("a worker here sees 1"));
+  CHECK_THAT(one[0], ContainsSubstring("--gpus 0+1"));
+  CHECK_THAT(one[0], ContainsSubstring("labs/08_multi_gpu_cg/rubric.toml"));
+  CHECK_THAT(one[1], ContainsSubstring("lab 09 needs 2 GPUs"));
+  CHECK(multi_gpu_warnings(labs, 2).empty());  // --gpus 0+1
+  CHECK(multi_gpu_warnings(labs, 0).empty());  // no GPU: every GPU gate says it was skipped, and why
+}
+
 TEST_CASE("the batch's ETA follows the slower stage of the pipeline", "[batch_eta]") {
   using detail::batch_eta;
   // Measured on 2 cores (16 copies of the fake lab's solution, -j 2, one worker): every student compiled in about

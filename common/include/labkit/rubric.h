@@ -10,6 +10,8 @@
 //                                 # passed correctness gates (their small shapes); past it the rest is unchecked
 //   expected_run_s = 12           # optional: what the reference's untimed gates and checks take alone on an H100;
 //                                 # the grader starts the longest labs first before it has timed any run itself
+//   gpus = 2                      # optional (default 1): the GPUs the lab's multi-GPU gates need; where fewer are
+//                                 # visible they report `skipped`, and a batch whose workers see fewer warns
 //   [leaderboard]                 # the headline figure for the class leaderboard
 //   gate = "step5.speed"
 //   metric = "candidate_gflops"
@@ -56,6 +58,7 @@ struct Rubric {
   double time_limit_s = 600, gate_time_limit_s = 120;
   double sanitizer_time_limit_s = 120;  // per tool (memcheck, racecheck) and lab
   double expected_run_s = 0;            // the untimed part's usual length, for the labs' order (0: not given)
+  int gpus = 1;                         // the GPUs the lab's multi-GPU gates need
   std::string leaderboard_gate, leaderboard_metric, leaderboard_order = "desc";
   std::vector<RubricGate> gates;
 
