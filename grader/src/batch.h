@@ -24,7 +24,7 @@ struct BatchOptions {
   std::vector<std::string> labs;
   BuildOptions build;
   int workers = 0;   // run workers (default: one per GPU, 1 without GPUs)
-  std::string gpus;  // "0,1": a worker each; "0+1": one worker that sees both (default: every GPU CUDA sees, a worker each)
+  std::string gpus;  // "0,1": a worker each; "0+1": one worker that sees both (default: every GPU CUDA sees)
   std::string sandbox = "auto";
   int jobs = 0;  // parallel compile jobs (default: the CPU cores)
   bool sanitize = false, sanitize_strict = false;

@@ -385,7 +385,7 @@ std::vector<std::string> parse_gpu_groups(const std::string& spec) {
       if (id.empty()) throw UserError("--gpus " + spec + ": `" + trim(entry) + "` has an empty GPU (write 0+1)");
       if (!seen.insert(id).second)
         throw UserError("--gpus " + spec + ": GPU " + id +
-                        " is named twice; each GPU belongs to one worker (two workers on one GPU would time their "
+                        " is named twice (a GPU goes to one worker, once: two workers on one GPU would time their "
                         "speed gates side by side)");
       members.push_back(id);
     }

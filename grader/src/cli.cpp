@@ -147,7 +147,8 @@ CLI::App* add_batch_command(CLI::App& app, CliOptions& o) {
   batch_cmd->add_option("submissions", o.submissions, "folder with one subfolder per student")->required();
   batch_cmd->add_option("--out", o.out, "output folder (results, gradebook, reports)")->required();
   batch_cmd->add_option("--workers", batch.workers, "run workers (default: one per GPU)");
-  batch_cmd->add_option("--gpus", batch.gpus, "GPUs to use, one worker each, e.g. 0,1; 0+1 gives one worker both (labs 08 and 09's "
+  batch_cmd->add_option("--gpus", batch.gpus,
+                        "GPUs to use, one worker each, e.g. 0,1; 0+1 gives one worker both (labs 08 and 09's "
                         "multi-GPU gates need two) (default: all, one worker each)");
   batch_cmd->add_option("--sandbox", batch.sandbox, "auto | bwrap | none (default auto)")
       ->check(CLI::IsMember({"auto", "bwrap", "none"}));
