@@ -71,6 +71,10 @@ double batch_eta(std::size_t remaining, std::size_t to_compile, double mean_comp
 // on one GPU would each take "exclusive" turns of their own on it, and time their speed gates side by side).
 std::vector<std::string> parse_gpu_groups(const std::string& spec);
 
+// The CUDA_VISIBLE_DEVICES of a lab that needs `needs` GPUs, on a worker that has `worker_gpus` ("0,1"): the first
+// `needs` of them (all of them when it has fewer; "" stays "", no GPU).
+std::string gpus_for_lab(const std::string& worker_gpus, int needs);
+
 // What a batch says before it starts about the labs whose rubric asks for more GPUs (`gpus`) than its workers see
 // (`gpus_per_worker`, the fewest of any worker; 0: no GPU, nothing to say): their multi-GPU gates would report
 // `skipped` for every student.

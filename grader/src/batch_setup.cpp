@@ -394,6 +394,13 @@ std::vector<std::string> parse_gpu_groups(const std::string& spec) {
   return groups;
 }
 
+std::string gpus_for_lab(const std::string& worker_gpus, int needs) {
+  std::vector<std::string> members = split(worker_gpus, ',');
+  const auto keep = static_cast<std::size_t>(std::max(1, needs));
+  if (members.size() > keep) members.resize(keep);
+  return join(members, ",");
+}
+
 std::vector<std::string> multi_gpu_warnings(const std::vector<LabGpus>& labs, std::size_t gpus_per_worker) {
   std::vector<std::string> out;
   if (gpus_per_worker == 0) return out;  // no GPU: every GPU gate is skipped anyway, and says so

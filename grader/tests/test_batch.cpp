@@ -540,6 +540,16 @@ TEST_CASE("--gpus: a worker per entry, GPUs joined by + go to one worker, no GPU
   CHECK_THAT(error("0+,1"), ContainsSubstring("`0+` has an empty GPU"));
 }
 
+TEST_CASE("a lab sees only the GPUs its rubric asks for, of its worker's", "[batch_gpus]") {
+  using detail::gpus_for_lab;
+  CHECK(gpus_for_lab("0,1", 1) == "0");  // lab 01 on a worker of two: one GPU, nothing to split a timed step over
+  CHECK(gpus_for_lab("0,1", 2) == "0,1");
+  CHECK(gpus_for_lab("3", 2) == "3");  // fewer than it needs: its multi-GPU gates skip (and the batch warned)
+  CHECK(gpus_for_lab("2,3,4,5", 2) == "2,3");
+  CHECK(gpus_for_lab("", 2) == "");  // no GPU
+  CHECK(gpus_for_lab("0,1", 0) == "0");
+}
+
 TEST_CASE("a batch warns when a lab needs more GPUs than its workers see", "[batch_gpus]") {
   using detail::multi_gpu_warnings;
   const std::vector<detail::LabGpus> labs = {{"01", 1, "labs/01_matmul/rubric.toml"},
