@@ -518,7 +518,8 @@ TEST_CASE("a block of sandbox uids held from another lock folder (a chroot) is n
   if (held) CHECK(second.uid_base != next);  // else someone else holds it, and it is skipped anyway
 }
 
-TEST_CASE("--gpus: a worker per entry, GPUs joined by + go to one worker, no GPU belongs to two", "[batch_gpus]") {
+TEST_CASE("the batch option --gpus: a worker per entry, GPUs joined by + go to one worker, no GPU belongs to two",
+          "[batch_gpus]") {
   using detail::parse_gpu_groups;
   using V = std::vector<std::string>;
   CHECK(parse_gpu_groups("0,1") == V{"0", "1"});
