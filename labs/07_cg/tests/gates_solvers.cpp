@@ -252,7 +252,12 @@ void add_edge_cases(Solver s, std::vector<Problem>& ps) {
   {
     Problem p{"singular Neumann Laplacian 16 x 16, inconsistent b", neumann2d(16, 16), {}};
     p.b = labkit::random_doubles(256, seed("b9"), 0.0, 1.0);  // all positive: not orthogonal to ones
-    p.max_iter = 300;
+    // Under the default checks 30 iterations: each launches the same kernels on the same arrays as the first, and a
+    // verdict under a sanitizer is thrown away, so the other 270 (1.7 s of memcheck on an H100) check nothing new.
+    // `labgrade --sanitize` runs all 300.
+    p.max_iter = labkit::gate::sanitizer_small_shapes() ? 30 : 300;
+    // Left to memcheck, as when its 300 iterations were above racecheck's cap; the singular diagonal one stays.
+    p.race_checked = false;
     p.expect = Expect::not_converged;
     add(std::move(p));
   }
