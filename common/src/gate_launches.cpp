@@ -12,25 +12,32 @@ namespace labkit::gate {
 
 namespace {
 
-// The metric shared_memory_kernels of the current gate: the distinct own kernels with shared memory that its scopes
-// saw. Library kernels do not count (trusted code, and racecheck instruments only what it is asked about anyway).
-void report_shared_memory_kernels(const std::vector<launches::Kernel>& ran) {
+// What the current gate's scopes saw, for the grader's memory and race checks (sanitizers.cpp), which instrument
+// these kernels only and leave out the gates' own fills, comparisons and library references (trusted code):
+//   - "step_kernels": every distinct kernel the steps ran, the allowed library kernels included (a wrong size passed
+//     to cuBLAS makes cuBLAS's kernel read out of bounds: memcheck must see that kernel);
+//   - "shared_memory_kernels" (also a metric): the distinct own kernels with shared memory, all racecheck can check.
+void report_step_kernels(const std::vector<launches::Kernel>& ran) {
   static std::string gate;
-  static std::set<std::string> seen;
+  static std::set<std::string> shared, all;
   const bool first = report::current_gate() != gate;
   if (first) {
     gate = report::current_gate();
-    seen.clear();
+    shared.clear();
+    all.clear();
   }
-  const std::size_t before = seen.size();
-  for (const auto& k : ran)
-    if (k.shared_bytes > 0 && launches::classify(k, launches::own_symbols()).own()) seen.insert(k.name);
-  // Once per gate and again whenever the count grows: the last value written is the gate's. The names go with the
-  // count: the grader's racecheck instruments these kernels only, not the gate's fills and checks or a library's.
-  if (first || seen.size() != before) {
-    report::metric("shared_memory_kernels", double(seen.size()), "kernels");
-    report::names("shared_memory_kernels", std::vector<std::string>(seen.begin(), seen.end()));
+  const std::size_t shared_before = shared.size(), all_before = all.size();
+  for (const auto& k : ran) {
+    all.insert(k.name);
+    if (k.shared_bytes > 0 && launches::classify(k, launches::own_symbols()).own()) shared.insert(k.name);
   }
+  // Once per gate and again whenever a list grows: the last list written under a name is the gate's.
+  if (first || shared.size() != shared_before) {
+    report::metric("shared_memory_kernels", double(shared.size()), "kernels");
+    report::names("shared_memory_kernels", std::vector<std::string>(shared.begin(), shared.end()));
+  }
+  if (first || all.size() != all_before)
+    report::names("step_kernels", std::vector<std::string>(all.begin(), all.end()));
 }
 
 }  // namespace
@@ -78,7 +85,7 @@ void own_kernels(std::string_view step, const std::function<void()>& call) {
   const std::string refused =
       launches::refusal(step, ran, g ? g->allow_libraries : none, launches::own_symbols());
   if (!refused.empty()) FAIL(refused << "\n  " << reproduce_hint());
-  report_shared_memory_kernels(ran);
+  report_step_kernels(ran);
 }
 
 void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& opt) {

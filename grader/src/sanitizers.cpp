@@ -142,15 +142,20 @@ struct ToolOutcome {
   double seconds = 0;
 };
 
-// The kernels racecheck needs to instrument for `ids`: the step's own kernels with shared memory that the graded
-// run saw (GateResult::names "shared_memory_kernels", from labkit::gate::own_kernels, which knows a kernel as the
-// student's by where it was compiled, not by its name). Left to itself racecheck also instruments the gates' own
-// fills and comparisons and the libraries' kernels (cuBLAS, cuSPARSE, CUB), trusted code that took half of its time
-// (on an H200, lab 07 alone: 11.5 s with every kernel, 5.5-6.4 s with the lab's own; lab 01 7.4 s and 3.5 s). Empty,
-// which checks every kernel, when a gate has no list (it opened no recorder scope) or a name cannot be passed on;
-// `why` then says which.
+// The kernels a tool needs to instrument for `ids`, from the lists the graded run's gates wrote
+// (GateResult::names, from labkit::gate::own_kernels, which sees every kernel a step's call runs and knows a kernel as
+// the student's by where it was compiled, not by its name):
+//   - racecheck, "shared_memory_kernels": the steps' own kernels with shared memory, all it can check;
+//   - memcheck, "step_kernels": every kernel the steps ran, the libraries' they called included (a wrong size passed
+//     to cuBLAS shows as cuBLAS's kernel reading out of bounds).
+// Left to themselves the tools also instrument the gates' own fills, guard checks and comparisons and the library
+// references, trusted code that runs on every case: on an H200 that was half of racecheck's time (lab 07 alone: 11.5 s
+// with every kernel, 5.5-6.4 s with the lab's own; lab 01 7.4 s and 3.5 s). The checks run a subset of the graded run's
+// cases (SanitizerCap), so the graded run has seen each kernel they run. A cpu gate without a list runs no step on the
+// GPU and adds nothing. Empty, which instruments every kernel, when a GPU gate has no list (it opened no recorder
+// scope), a name cannot be passed on or no step ran a kernel; `why` then says which.
 std::vector<std::string> kernels_to_check(const LabResult& lab, const std::vector<std::string>& ids,
-                                          std::string* why = nullptr) {
+                                          const std::string& list, std::string* why = nullptr) {
   std::set<std::string> names;
   auto none = [&](const std::string& reason) {
     if (why) *why = reason;
@@ -159,8 +164,11 @@ std::vector<std::string> kernels_to_check(const LabResult& lab, const std::vecto
   for (const auto& id : ids) {
     const auto g = std::find_if(lab.gates.begin(), lab.gates.end(), [&](const GateResult& r) { return r.id == id; });
     if (g == lab.gates.end()) return none(id + " is not a gate of the lab");
-    const auto it = g->names.find("shared_memory_kernels");
-    if (it == g->names.end()) return none(id + " did not list its kernels");
+    const auto it = g->names.find(list);
+    if (it == g->names.end()) {
+      if (g->kind == "cpu") continue;
+      return none(id + " did not list its kernels");
+    }
     for (const auto& n : it->second) {
       // compute-sanitizer splits a filter at ',' and '='; mangled names have neither
       if (n.empty() || n.find_first_of(",= ") != std::string::npos)
@@ -168,7 +176,13 @@ std::vector<std::string> kernels_to_check(const LabResult& lab, const std::vecto
       names.insert(n);
     }
   }
+  if (names.empty()) return none("no step ran a kernel");
   return {names.begin(), names.end()};
+}
+
+// The list each tool instruments (kernels_to_check).
+std::string kernel_list_of(const std::string& tool) {
+  return tool == "racecheck" ? "shared_memory_kernels" : "step_kernels";
 }
 
 // One process under `tool` for `ids`, with the gates' own verdicts thrown away (the graded run decided those).
@@ -267,8 +281,7 @@ ToolReport check_with_tool(const LabResult& lab, const GateRunSpec& base, const 
     if (ids.empty()) continue;
     const std::string tag = tool + (hidden ? "-hidden-" : "-");
     std::string unfiltered;
-    const std::vector<std::string> kernels =
-        tool == "racecheck" ? kernels_to_check(lab, ids, &unfiltered) : std::vector<std::string>{};
+    const std::vector<std::string> kernels = kernels_to_check(lab, ids, kernel_list_of(tool), &unfiltered);
     ToolOutcome all = sanitize_once(lab, base, tool, ids, tag + "all-", time_limit_s, kernels);
     char took[32];
     std::snprintf(took, sizeof took, "%.1f s", all.seconds);
@@ -280,7 +293,9 @@ ToolReport check_with_tool(const LabResult& lab, const GateRunSpec& base, const 
     }
     std::string note = tool + ": " + std::to_string(all.checked) + (hidden ? " hidden" : "") +
                        " gate(s) checked in " + took;
-    if (!kernels.empty()) note += " (their " + std::to_string(kernels.size()) + " own kernel(s) with shared memory)";
+    if (!kernels.empty())
+      note += " (their " + std::to_string(kernels.size()) +
+              (tool == "racecheck" ? " own kernel(s) with shared memory)" : " steps' kernel(s))");
     if (!unfiltered.empty()) note += " (every kernel instrumented: " + unfiltered + ")";
     if (!all.unchecked.empty()) {
       // Gates that did not run to their end under the sanitizer were not checked: say which and why, so that a
@@ -302,7 +317,7 @@ ToolReport check_with_tool(const LabResult& lab, const GateRunSpec& base, const 
     for (const auto& id : ids) {
       if (spent > 3 * time_limit_s) break;
       ToolOutcome one = sanitize_once(lab, base, tool, {id}, tag + safe_file_name(id) + "-", time_limit_s,
-                                      tool == "racecheck" ? kernels_to_check(lab, {id}) : std::vector<std::string>{});
+                                      kernels_to_check(lab, {id}, kernel_list_of(tool)));
       spent += one.seconds;
       if (one.errors == 0) continue;
       attributed += one.errors;
@@ -343,7 +358,8 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec, std::optiona
   // racecheck's time. racecheck itself is bound by the GPU's instrumented work: splitting it into more processes
   // at once gains nothing (measured: lab 01 in four racecheck processes 38 s, in one 40 s), which is why the gates
   // give it less to do instead (labkit::gate::default_racecheck), gates without shared memory skip it and it
-  // instruments only the steps' own kernels with shared memory (kernels_to_check, above).
+  // instruments only the steps' own kernels with shared memory (kernels_to_check, above). memcheck likewise
+  // instruments only the kernels the steps ran.
   // The progress display is shared: one thread at a time.
   auto show_mutex = std::make_shared<std::mutex>();
   if (spec.on_gate_start)

@@ -48,8 +48,9 @@ struct GateResult {
   std::string message;  // the diagnosis shown under a failure
   double seconds = 0;
   std::map<std::string, Metric> metrics;
-  // Lists the gate wrote for the grader (report::names): "shared_memory_kernels", the mangled names of the step's
-  // own kernels with shared memory, which the default racecheck instruments (sanitizers.cpp).
+  // Lists the gate wrote for the grader (report::names), mangled kernel names: "step_kernels", every kernel its
+  // steps ran, which the default memcheck instruments; "shared_memory_kernels", the steps' own kernels with shared
+  // memory, which the default racecheck instruments (sanitizers.cpp).
   std::map<std::string, std::vector<std::string>> names;
   // Speed gates: the figure the threshold applies to, as re-checked by the grader.
   std::string metric_name;

@@ -282,6 +282,15 @@ struct PathWith {  // compute-sanitizer found first on PATH for one test
   explicit PathWith(const fs::path& bin) { setenv("PATH", (bin.string() + ":" + old).c_str(), 1); }
   ~PathWith() { setenv("PATH", old.c_str(), 1); }
 };
+// fake_sanitizer, which also writes its options to <args>/<tool>.args before it runs the gates. Returns its folder.
+fs::path options_recording_sanitizer(const fs::path& dir, const fs::path& args) {
+  fs::path bin = fake_sanitizer(dir);
+  fs::create_directories(args);
+  std::string script = read_file(bin / "compute-sanitizer");
+  script.insert(script.find('\n') + 1, "tool=$2; printf '%s\\n' \"$@\" > " + args.string() + "/$tool.args\n");
+  std::ofstream(bin / "compute-sanitizer") << script;
+  return bin;
+}
 }  // namespace
 
 TEST_CASE("the default checks run each tool once over a healthy lab and fail nothing", "[runner][sanitizer]") {
@@ -374,39 +383,58 @@ TEST_CASE("racecheck leaves out the gates whose own kernels use no shared memory
   CHECK_THAT(f.gate("b").sanitizer, !ContainsSubstring("racecheck"));
 }
 
-TEST_CASE("racecheck instruments only the own kernels with shared memory that the graded run saw",
-          "[runner][sanitizer]") {
+TEST_CASE("the checks instrument only the kernels the graded run saw its steps run", "[runner][sanitizer]") {
   Fixture f("");
   make_correctness(f);
-  fs::path bin = fake_sanitizer(f.dir.path);
-  // The stand-in writes its options to <tool>.args before it runs the gates.
   const fs::path args = f.dir.path / "args";
-  fs::create_directories(args);
-  std::string script = read_file(bin / "compute-sanitizer");
-  script.insert(script.find('\n') + 1, "tool=$2; printf '%s\\n' \"$@\" > " + args.string() + "/$tool.args\n");
-  std::ofstream(bin / "compute-sanitizer") << script;
-  PathWith p(bin);
+  PathWith p(options_recording_sanitizer(f.dir.path, args));
   run_gates(f.lab, f.spec);
-  // What labkit::gate::own_kernels reported (report::names): a kernel shared by a and b, one of c's own.
+  // What labkit::gate::own_kernels reported (report::names): racecheck's list, a kernel with shared memory shared by
+  // a and b and one of c's own; memcheck's, those plus a kernel without shared memory and a cuBLAS kernel c called.
   for (auto& g : f.lab.gates) {
     g.metrics["shared_memory_kernels"] = {1, "kernels"};
     g.names["shared_memory_kernels"] = {g.id == "c" ? "_Z6kernelPd" : "_Z6kernelPf"};
+    g.names["step_kernels"] = {g.id == "c" ? "_Z6kernelPd" : "_Z6kernelPf", "_Z4copyPfPKf"};
+    if (g.id == "c") g.names["step_kernels"].push_back("sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8");
   }
   const bool one_without_list = GENERATE(false, true);
   if (one_without_list) f.lab.gates[1].names.clear();  // b opened no recorder scope: every kernel is checked
   check_with_sanitizers(f.lab, f.spec);
   for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
   const std::string race = read_file(args / "racecheck.args"), mem = read_file(args / "memcheck.args");
-  INFO(race);
+  const std::string notes = join(f.lab.notes, "\n");
+  INFO(race << "\n" << mem << "\n" << notes);
   if (one_without_list) {
     CHECK_THAT(race, !ContainsSubstring("--kernel-name"));
-    CHECK_THAT(join(f.lab.notes, "\n"), ContainsSubstring("every kernel instrumented: b did not list its kernels"));
+    CHECK_THAT(mem, !ContainsSubstring("--kernel-name"));
+    CHECK_THAT(notes, ContainsSubstring("racecheck: 3 gate(s) checked"));
+    CHECK_THAT(notes, ContainsSubstring("every kernel instrumented: b did not list its kernels"));
   } else {
     CHECK_THAT(race, ContainsSubstring("--kernel-name\nkne=_Z6kernelPd\n--kernel-name\nkne=_Z6kernelPf\n"));
-    CHECK_THAT(join(f.lab.notes, "\n"), ContainsSubstring("racecheck: 3 gate(s) checked"));
-    CHECK_THAT(join(f.lab.notes, "\n"), ContainsSubstring("2 own kernel(s) with shared memory"));
+    CHECK_THAT(race, !ContainsSubstring("copy"));
+    CHECK_THAT(mem, ContainsSubstring("--kernel-name\nkne=_Z4copyPfPKf\n--kernel-name\nkne=_Z6kernelPd\n"
+                                      "--kernel-name\nkne=_Z6kernelPf\n--kernel-name\nkne=sm90_xmma_gemm_"));
+    CHECK_THAT(notes, ContainsSubstring("racecheck: 3 gate(s) checked"));
+    CHECK_THAT(notes, ContainsSubstring("2 own kernel(s) with shared memory"));
+    CHECK_THAT(notes, ContainsSubstring("memcheck: 3 gate(s) checked"));
+    CHECK_THAT(notes, ContainsSubstring("their 4 steps' kernel(s)"));
   }
-  CHECK_THAT(mem, !ContainsSubstring("--kernel-name"));  // memcheck checks every kernel: a library's too
+}
+
+TEST_CASE("a cpu gate without a kernel list leaves memcheck's list as it is", "[runner][sanitizer]") {
+  Fixture f("");
+  make_correctness(f);
+  const fs::path args = f.dir.path / "args";
+  PathWith p(options_recording_sanitizer(f.dir.path, args));
+  run_gates(f.lab, f.spec);
+  for (auto& g : f.lab.gates) g.names["step_kernels"] = {"_Z6kernelPf"};
+  f.lab.gates[2].kind = "cpu";  // memcheck runs cpu gates too; they open no recorder scope
+  f.lab.gates[2].names.clear();
+  check_with_sanitizers(f.lab, f.spec);
+  const std::string mem = read_file(args / "memcheck.args");
+  INFO(mem);
+  CHECK_THAT(mem, ContainsSubstring("--kernel-name\nkne=_Z6kernelPf\n"));
+  CHECK_THAT(join(f.lab.notes, "\n"), ContainsSubstring("memcheck: 3 gate(s) checked"));
 }
 
 TEST_CASE("the default checks run memcheck and racecheck at the same time", "[runner][sanitizer]") {

@@ -23,8 +23,9 @@ namespace labkit::report {
 void metric(std::string_view name, double value, std::string_view unit = "");
 
 // Record a list of names for the current gate, for the grader rather than the student (not printed): the last list
-// written under a name is the gate's. "shared_memory_kernels" holds the mangled names of the step's own kernels that
-// use shared memory (labkit::gate::own_kernels), the only kernels the grader's racecheck needs to instrument.
+// written under a name is the gate's. From labkit::gate::own_kernels: "step_kernels", every kernel the step ran
+// (allowed library kernels too), the kernels the grader's memcheck instruments; "shared_memory_kernels", the step's
+// own kernels that use shared memory, the only ones its racecheck needs to instrument.
 void names(std::string_view name, const std::vector<std::string>& values);
 
 // The id of the gate being run ("" outside a gate).
