@@ -50,7 +50,12 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
 // gates then take their turns one after another on an idle GPU, instead of each waiting for the untimed runs (and
 // checks) of the labs already running to end while no new one may start (on an H200, --solutions spent half of its
 // wall time so). run_and_score then leaves out the gates that already have an outcome.
-double run_speed_gates(LabResult& lab, const GateRunSpec& spec, GpuTurns* turns);
+// `held`: the process start_speed_gates started for it, if any.
+double run_speed_gates(LabResult& lab, const GateRunSpec& spec, GpuTurns* turns,
+                       std::shared_ptr<HeldStart> held = nullptr);
+// Starts the process of the lab's speed gates ahead of its turn (start_held, runner.h): called while the previous
+// lab's speed gates are timed, it hides the next one's start-up. Null when it cannot (a sandbox, no speed gates).
+std::shared_ptr<HeldStart> start_speed_gates(const LabResult& lab, const GateRunSpec& spec);
 
 void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title);
 

@@ -116,6 +116,14 @@ std::optional<std::size_t> ReadyQueue::next() {
   return lab;
 }
 
+std::optional<std::size_t> ReadyQueue::ready_now() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_ || ready_.empty()) return std::nullopt;
+  const std::size_t lab = ready_.front();
+  ready_.pop_front();
+  return lab;
+}
+
 void ReadyQueue::wait_finished() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return finished_; });

@@ -107,6 +107,8 @@ class ReadyQueue {
   void fail(std::exception_ptr error);  // keeps the first error; the builder still calls finish()
   // The next lab built, waiting for it; none once the builder has finished and every lab was taken, or failed.
   std::optional<std::size_t> next();
+  // The next lab built, if one is ready now; none without waiting.
+  std::optional<std::size_t> ready_now();
   void wait_finished();
   bool failed();
   // Rethrows the first failure, if any.

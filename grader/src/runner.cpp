@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -248,35 +249,99 @@ void watch(Process& p, AttemptWatch& w, const LabBudget& lab_budget) {
   }
 }
 
-// One start of the gate binary for `gates` (attempt `number`, logged as <log_tag><number>.log), within what is left
-// of the lab's budget: starts it, follows it to its end and reads its channel to the last line.
-Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gates, int number,
-                    const LabBudget& lab_budget) {
-  Attempt a;
+}  // namespace
+
+// What run_attempt takes over from a held start.
+struct HeldAccess {
+  static std::unique_ptr<Process> take(HeldStart& h, Attempt& a, int& read_fd) {
+    if (h.key_) a.parser.require_key(*h.key_);
+    a.log = h.log_;
+    read_fd = h.read_fd_;
+    h.read_fd_ = -1;
+    std::unique_ptr<Process> p = std::move(h.process_);
+    release(h);
+    return p;
+  }
+  // The process's turn: the lock goes, and so does the file (a rank of a launcher that has not opened it yet then
+  // finds none and goes on).
+  static void release(HeldStart& h) {
+    if (h.turn_fd_ < 0) return;
+    ::flock(h.turn_fd_, LOCK_UN);
+    ::close(h.turn_fd_);
+    h.turn_fd_ = -1;
+    std::error_code ec;
+    fs::remove(h.turn_file_, ec);
+  }
+};
+
+HeldStart::~HeldStart() {
+  process_.reset();  // kills and reaps an unused process before its lock goes
+  HeldAccess::release(*this);
+  if (read_fd_ >= 0) ::close(read_fd_);
+}
+
+std::shared_ptr<HeldStart> start_held(const GateRunSpec& spec, const std::vector<std::string>& gate_ids) {
+  if (spec.process.sandbox || gate_ids.empty()) return nullptr;
+  std::shared_ptr<HeldStart> h(new HeldStart());
+  h->gates_ = gate_ids;
+  h->turn_file_ = spec.log_dir / (spec.log_tag + ".turn");
+  h->turn_fd_ = ::open(h->turn_file_.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0644);
+  if (h->turn_fd_ < 0) return nullptr;
+  if (::flock(h->turn_fd_, LOCK_EX | LOCK_NB) != 0) return nullptr;  // the destructor closes and removes it
   int fds[2];
-  if (auto key = open_channel(spec, fds)) a.parser.require_key(*key);
-  a.log = spec.log_dir / (spec.log_tag + std::to_string(number) + ".log");
-  const ProcessSpec ps = attempt_process(spec, gates, a.log, fds[1]);
-  AttemptWatch w(spec, a, fds[0]);
-  {
-    std::optional<Process> p;
+  h->key_ = open_channel(spec, fds);
+  h->log_ = spec.log_dir / (spec.log_tag + "1.log");
+  ProcessSpec ps = attempt_process(spec, gate_ids, h->log_, fds[1]);
+  detail::set_env(ps, "LABKIT_HOLD_START", h->turn_file_.string());
+  try {
+    h->process_ = std::make_unique<Process>(ps);
+  } catch (...) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw;
+  }
+  ::close(fds[1]);
+  h->read_fd_ = fds[0];
+  return h;
+}
+
+namespace {
+
+// One start of the gate binary for `gates` (attempt `number`, logged as <log_tag><number>.log), within what is left
+// of the lab's budget: starts it (or takes over `held`, started earlier and waiting for its turn), follows it to its
+// end and reads its channel to the last line. The clocks start here, when the process may run.
+Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gates, int number,
+                    const LabBudget& lab_budget, HeldStart* held) {
+  Attempt a;
+  int read_fd = -1;
+  std::unique_ptr<Process> p;
+  if (held) {
+    p = HeldAccess::take(*held, a, read_fd);
+  } else {
+    int fds[2];
+    if (auto key = open_channel(spec, fds)) a.parser.require_key(*key);
+    a.log = spec.log_dir / (spec.log_tag + std::to_string(number) + ".log");
+    const ProcessSpec ps = attempt_process(spec, gates, a.log, fds[1]);
     try {
-      p.emplace(ps);
+      p = std::make_unique<Process>(ps);
     } catch (...) {
       ::close(fds[0]);
       ::close(fds[1]);
       throw;
     }
     ::close(fds[1]);
-    w.clock.emplace(p->pid());
-    watch(*p, w, lab_budget);
-    // Lines written just before the exit are still in the pipe; a leftover grandchild may hold it open, so read
-    // for a moment, then kill everything and read what remains.
-    w.drain_for(std::chrono::milliseconds(200));
-    p->kill_all();
+    read_fd = fds[0];
   }
+  AttemptWatch w(spec, a, read_fd);
+  w.clock.emplace(p->pid());
+  watch(*p, w, lab_budget);
+  // Lines written just before the exit are still in the pipe; a leftover grandchild may hold it open, so read
+  // for a moment, then kill everything and read what remains.
+  w.drain_for(std::chrono::milliseconds(200));
+  p->kill_all();
+  p.reset();
   w.drain_for(std::chrono::milliseconds(500));
-  ::close(fds[0]);
+  ::close(read_fd);
   w.track();
   a.parser.finish();
   if (!w.current_open.empty()) a.open_gate_seconds = secs(Clock::now() - w.open_since);
@@ -423,7 +488,9 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
     std::vector<std::string> todo;
     for (const auto& id : order)
       if (remaining.count(id)) todo.push_back(id);
-    Attempt a = run_attempt(spec, todo, static_cast<int>(n), budget);
+    HeldStart* held =
+        n == 1 && spec.held && spec.held->waiting() && spec.held->gates() == todo ? spec.held.get() : nullptr;
+    Attempt a = run_attempt(spec, todo, static_cast<int>(n), budget, held);
     budget.progress_used += a.progress;
     lab.run_seconds += a.seconds;
     waited += a.waited;

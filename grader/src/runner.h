@@ -7,14 +7,18 @@
 // test names), so one crash costs one gate, not the lab.
 #pragma once
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "labkit/channel_auth.h"
 #include "sandbox.h"
 #include "scoring.h"
 
 namespace labgrade {
+
+class HeldStart;
 
 struct GateRunSpec {
   fs::path exe;                    // the gate binary
@@ -45,7 +49,40 @@ struct GateRunSpec {
   double sanitizer_time_limit_s = 120;
   // Called on the grader's thread each time a gate starts (its id), for a progress display; may be empty.
   std::function<void(const std::string& gate)> on_gate_start;
+  // The first attempt's process, already started and waiting for its turn (start_held); used when it was started
+  // for the same gates, else left to end unused.
+  std::shared_ptr<HeldStart> held;
 };
+
+// A gate process started ahead of its turn on the GPU, waiting in labkit's earliest constructor (after the libraries
+// are loaded and cuInit, before any code of the student's runs) for the grader to release a file lock
+// (LABKIT_HOLD_START, gates_main.cpp). The next lab's speed gates start this way while the current lab's are
+// timed: their 0.4-1 s of start-up no longer waits in line for the GPU. Destroying it unused kills the process.
+// Only for processes run as the grader's own user (no sandbox): under a dedicated uid the sweep that ends the
+// timed lab's leftovers would end the waiting process too.
+class HeldStart {
+ public:
+  ~HeldStart();
+  HeldStart(const HeldStart&) = delete;
+  HeldStart& operator=(const HeldStart&) = delete;
+  const std::vector<std::string>& gates() const { return gates_; }
+  bool waiting() const { return process_ != nullptr; }  // not yet taken over by a run
+
+ private:
+  HeldStart() = default;
+  friend std::shared_ptr<HeldStart> start_held(const GateRunSpec&, const std::vector<std::string>&);
+  friend struct HeldAccess;
+  std::vector<std::string> gates_;
+  fs::path log_, turn_file_;
+  int turn_fd_ = -1, read_fd_ = -1;
+  std::optional<labkit::report::auth::Key> key_;
+  std::unique_ptr<Process> process_;
+};
+
+// Starts `spec`'s gate binary for `gate_ids` as its first attempt would, held before the student's code until a
+// run_gates with spec.held set to it takes it over. Null (nothing started) under a sandbox, or if the lock file
+// cannot be made.
+std::shared_ptr<HeldStart> start_held(const GateRunSpec& spec, const std::vector<std::string>& gate_ids);
 
 // Runs the gates of `lab` whose ids are in `gate_ids` (all graded gates when empty) and stores each outcome
 // (status, message, seconds, metrics) in lab.gates. Does not apply the rubric's points (see apply_rubric).

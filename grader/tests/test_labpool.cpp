@@ -312,6 +312,17 @@ TEST_CASE("ready labs go to the runner in the order they were built, until the b
     CHECK_FALSE(q.failed());
     q.wait_finished();  // returns at once
   }
+  SECTION("ready_now() takes a lab already built, and never waits") {
+    ReadyQueue q;
+    CHECK_FALSE(q.ready_now());  // nothing built yet: returns at once
+    q.push(4);
+    q.push(1);
+    CHECK(q.ready_now() == std::optional<std::size_t>(4));
+    CHECK(q.next() == std::optional<std::size_t>(1));
+    CHECK_FALSE(q.ready_now());
+    q.finish();
+    CHECK_FALSE(q.next());
+  }
   SECTION("a failure ends next() at once, labs still queued or not, and is rethrown") {
     ReadyQueue q;
     q.push(1);

@@ -8,6 +8,9 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <fstream>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +36,11 @@ const char* kScript = R"(#!/bin/bash
 shift 4  # --labkit-results /dev/fd/3 --labkit-rubric FILE
 IFS=, read -ra gates <<< "$1"  # the gates, comma-separated as Catch2 takes them
 emit() { echo "$1" >&3; }
+if [ -n "$LABKIT_HOLD_START" ]; then  # started ahead of its turn (start_held): wait as labkit's constructor does
+  [ -n "$ORDER" ] && echo "held $$" >> "$ORDER"
+  flock -s "$LABKIT_HOLD_START" true
+  [ -n "$ORDER" ] && echo "released" >> "$ORDER"
+fi
 [ -n "$ORDER" ] && echo "start ${LABKIT_SANITIZER:-run} $1" >> "$ORDER"  # which process ran when (gates, tool)
 [ "$SCENARIO" = startup ] && kill -SEGV $$
 emit '{"event":"run_start","lab":"98","seed":7,"device":"none","rubric":"r"}'
@@ -292,6 +300,95 @@ fs::path options_recording_sanitizer(const fs::path& dir, const fs::path& args) 
   return bin;
 }
 }  // namespace
+
+namespace {
+// Waits up to 10 s for `text` in `file`.
+bool wait_for_text(const fs::path& file, const std::string& text) {
+  for (int i = 0; i < 200; ++i) {
+    if (fs::exists(file) && contains(read_file(file), text)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+}  // namespace
+
+TEST_CASE("a held start waits for its turn, then is the run's first attempt", "[runner][held]") {
+  Fixture f("");
+  const fs::path order = f.dir.path / "order";
+  f.spec.process.env.push_back({"ORDER", order.string()});
+  std::shared_ptr<HeldStart> held = start_held(f.spec, {"a", "b", "c"});
+  REQUIRE(held);
+  REQUIRE(wait_for_text(order, "held "));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK_THAT(read_file(order), !ContainsSubstring("released"));  // the lock holds it
+  f.spec.held = held;
+  run_gates(f.lab, f.spec);
+  for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
+  const std::string o = read_file(order);
+  INFO(o);
+  CHECK_THAT(o, ContainsSubstring("released\nstart run a,b,c\nend run a,b,c\n"));
+  CHECK(o.find("start run") == o.rfind("start run"));  // one process: the held one
+  CHECK(!held->waiting());
+  CHECK(!fs::exists(f.spec.log_dir / "run.turn"));
+  CHECK(fs::exists(f.spec.log_dir / "run1.log"));
+}
+
+TEST_CASE("a held start for other gates is left alone by the run and ends with its process", "[runner][held]") {
+  Fixture f("");
+  const fs::path order = f.dir.path / "order";
+  f.spec.process.env.push_back({"ORDER", order.string()});
+  std::shared_ptr<HeldStart> held = start_held(f.spec, {"a", "b"});
+  REQUIRE(held);
+  REQUIRE(wait_for_text(order, "held "));
+  const std::string line = read_file(order);
+  const pid_t pid = std::stoi(line.substr(line.find("held ") + 5));
+  f.spec.held = held;
+  run_gates(f.lab, f.spec);  // a, b and c: not what the held process was started for
+  for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
+  CHECK(held->waiting());
+  CHECK(::kill(pid, 0) == 0);
+  held.reset();
+  f.spec.held.reset();
+  CHECK(::kill(pid, 0) != 0);  // killed and reaped
+  CHECK_THAT(read_file(order), !ContainsSubstring("released"));
+  CHECK(!fs::exists(f.spec.log_dir / "run.turn"));
+}
+
+TEST_CASE("no held start under a sandbox", "[runner][held]") {
+  Fixture f("");
+  SandboxSettings sandbox;
+  f.spec.process.sandbox = &sandbox;
+  CHECK(start_held(f.spec, {"a"}) == nullptr);
+}
+
+TEST_CASE("labkit's gate binary waits in its first constructor while its turn is held", "[runner][held]") {
+  // The real main() of every gate binary (gates_main.cpp), in the fake lab's gate binary: it must not get to
+  // Catch2 (here: listing the tests) while the lock is held, and must once it goes.
+  const fs::path exe = test::build_dir() / "grader" / "fakelab" / "grader_fakelab_gates_solution";
+  REQUIRE(fs::exists(exe));
+  test::TempDir dir{"held"};
+  const fs::path turn = dir.path / "turn";
+  const int fd = ::open(turn.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX) == 0);
+  ProcessSpec ps;
+  ps.argv = {exe.string(), "--list-tests"};
+  ps.inherit_env = true;
+  ps.env = {{"LABKIT_CLOSE_PROC", "1"}, {"LABKIT_HOLD_START", turn.string()}};
+  ps.cwd = dir.path;
+  ps.output = dir.path / "out.log";
+  Process p(ps);
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // listing the tests alone takes well under a second
+  const bool still_waiting = !p.poll();
+  CHECK(still_waiting);
+  CHECK_THAT(read_file(ps.output), !ContainsSubstring("test case"));
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  const ExitInfo e = p.wait();
+  CHECK(e.exited);
+  CHECK(e.code == 0);
+  CHECK_THAT(read_file(ps.output), ContainsSubstring("test case"));
+}
 
 TEST_CASE("the default checks run each tool once over a healthy lab and fail nothing", "[runner][sanitizer]") {
   Fixture f("");
