@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <set>
 #include <thread>
@@ -155,17 +156,34 @@ void Batch::prepare_object_checks() {
   if (!nm || !objdump) throw UserError("nm and objdump (binutils) are needed to check student objects before linking");
   nm_ = nm->string();
   objdump_ = objdump->string();
-  for (auto& l : labs_) {
-    std::vector<std::string> shared;
-    for (const auto& f : l.recipe.link_libraries)
-      if (!f.empty() && f[0] == '/' && contains(fs::path(f).filename().string(), ".so")) shared.push_back(f);
-    if (!l.recipe.link.empty())  // the C and C++ libraries the linker will use
-      for (const char* lib : {"libstdc++.so", "libc.so.6", "libm.so.6"}) {
-        auto r = run_command({l.recipe.link.front(), std::string("-print-file-name=") + lib}, 30);
-        if (r.exit_code == 0 && fs::path(trim(r.output)).is_absolute()) shared.push_back(trim(r.output));
-      }
+  // The C and C++ libraries each linker will use, asked once per linker.
+  std::map<std::string, std::vector<std::string>> c_libraries;
+  for (const auto& l : labs_) {
+    if (l.recipe.link.empty() || c_libraries.count(l.recipe.link.front())) continue;
+    auto& found = c_libraries[l.recipe.link.front()];
+    for (const char* lib : {"libstdc++.so", "libc.so.6", "libm.so.6"}) {
+      auto r = run_command({l.recipe.link.front(), std::string("-print-file-name=") + lib}, 30);
+      if (r.exit_code == 0 && fs::path(trim(r.output)).is_absolute()) found.push_back(trim(r.output));
+    }
+  }
+  std::vector<std::vector<std::string>> shared(labs_.size());
+  std::vector<std::string> all;
+  for (std::size_t i = 0; i < labs_.size(); ++i) {
+    const auto& r = labs_[i].recipe;
+    for (const auto& f : r.link_libraries)
+      if (!f.empty() && f[0] == '/' && contains(fs::path(f).filename().string(), ".so")) shared[i].push_back(f);
+    if (!r.link.empty())
+      for (const auto& f : c_libraries[r.link.front()]) shared[i].push_back(f);
+    all.insert(all.end(), shared[i].begin(), shared[i].end());
+  }
+  const auto exports = exported_symbols_each(all, nm_, std::max(1u, std::thread::hardware_concurrency()));
+  for (std::size_t i = 0; i < labs_.size(); ++i) {
+    auto& l = labs_[i];
     l.objects.lab_namespace = "lab" + l.recipe.lab;
-    l.objects.shared_exports = exported_symbols(shared, nm_);
+    for (const auto& f : shared[i]) {
+      const auto& names = exports.at(f);
+      l.objects.shared_exports.insert(names.begin(), names.end());
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "labkit/launches.h"
+#include "labpool.h"
 #include "util.h"
 
 namespace labgrade {
@@ -560,13 +561,18 @@ std::string describe_refusal(const std::string& source, const std::vector<ObjFin
   return msg;
 }
 
-std::set<std::string> exported_symbols(const std::vector<std::string>& shared_libraries, const std::string& nm) {
-  std::set<std::string> out;
-  for (const auto& lib : shared_libraries) {
-    auto r = run_command({nm, "-D", "--defined-only", "-P", lib}, 120);
-    if (r.exit_code != 0) continue;
-    for (const auto& s : parse_nm_posix(r.output)) out.insert(unversioned(s.name));
-  }
+std::map<std::string, std::set<std::string>> exported_symbols_each(const std::vector<std::string>& shared_libraries,
+                                                                   const std::string& nm, int jobs) {
+  const std::set<std::string> unique(shared_libraries.begin(), shared_libraries.end());
+  const std::vector<std::string> libs(unique.begin(), unique.end());
+  std::vector<std::set<std::string>> names(libs.size());
+  for_each_concurrently(libs.size(), jobs, [&](std::size_t i) {
+    auto r = run_command({nm, "-D", "--defined-only", "-P", libs[i]}, 120);
+    if (r.exit_code != 0) return;
+    for (const auto& s : parse_nm_posix(r.output)) names[i].insert(unversioned(s.name));
+  });
+  std::map<std::string, std::set<std::string>> out;
+  for (std::size_t i = 0; i < libs.size(); ++i) out[libs[i]] = std::move(names[i]);
   return out;
 }
 
