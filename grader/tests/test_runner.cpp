@@ -480,12 +480,21 @@ TEST_CASE("racecheck leaves out the gates whose own kernels use no shared memory
   CHECK_THAT(f.gate("b").sanitizer, !ContainsSubstring("racecheck"));
 }
 
+namespace {
+// Correctness gates after their graded run, with a compute-sanitizer stand-in that records its options in `args`.
+struct RecordedChecks : Fixture {
+  const fs::path args = dir.path / "args";
+  PathWith path{options_recording_sanitizer(dir.path, args)};
+  RecordedChecks() : Fixture("") {
+    make_correctness(*this);
+    run_gates(lab, spec);
+  }
+};
+}  // namespace
+
 TEST_CASE("the checks instrument only the kernels the graded run saw its steps run", "[runner][sanitizer]") {
-  Fixture f("");
-  make_correctness(f);
-  const fs::path args = f.dir.path / "args";
-  PathWith p(options_recording_sanitizer(f.dir.path, args));
-  run_gates(f.lab, f.spec);
+  RecordedChecks f;
+  const fs::path& args = f.args;
   // What labkit::gate::own_kernels reported (report::names): racecheck's list, a kernel with shared memory shared by
   // a and b and one of c's own; memcheck's, those plus a kernel without shared memory and a cuBLAS kernel c called.
   for (auto& g : f.lab.gates) {
@@ -519,11 +528,8 @@ TEST_CASE("the checks instrument only the kernels the graded run saw its steps r
 }
 
 TEST_CASE("a cpu gate without a kernel list leaves memcheck's list as it is", "[runner][sanitizer]") {
-  Fixture f("");
-  make_correctness(f);
-  const fs::path args = f.dir.path / "args";
-  PathWith p(options_recording_sanitizer(f.dir.path, args));
-  run_gates(f.lab, f.spec);
+  RecordedChecks f;
+  const fs::path& args = f.args;
   for (auto& g : f.lab.gates) g.names["step_kernels"] = {"_Z6kernelPf"};
   f.lab.gates[2].kind = "cpu";  // memcheck runs cpu gates too; they open no recorder scope
   f.lab.gates[2].names.clear();
