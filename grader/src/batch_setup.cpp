@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <iostream>
 #include <map>
+#include <iostream>
 #include <set>
 #include <thread>
 
