@@ -31,9 +31,7 @@ void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double g
 
 namespace {
 
-// One process for `todo` (the speed gates, or the untimed ones) of the visible or hidden gates, within what is left
-// of the lab's time limit; returns the lab time it took.
-// The spec of that process: its log names and what is left of the lab's time.
+// The spec of one process of run_one_process: its log names and what is left of the lab's time.
 GateRunSpec process_spec(const GateRunSpec& spec, bool speed, bool hidden, double used) {
   GateRunSpec s = spec;
   s.log_tag = spec.log_tag + (speed ? "-speed" : "") + (hidden ? "-hidden" : "");
@@ -42,6 +40,8 @@ GateRunSpec process_spec(const GateRunSpec& spec, bool speed, bool hidden, doubl
   return s;
 }
 
+// One process for `todo` (the speed gates, or the untimed ones) of the visible or hidden gates, within what is left
+// of the lab's time limit (`held`: that process, already started by start_speed_gates); returns the lab time it took.
 double run_one_process(LabResult& lab, const GateRunSpec& spec, const std::vector<std::string>& todo, bool speed,
                        bool hidden, double used, GpuTurns* turns, std::shared_ptr<HeldStart> held = nullptr) {
   GateRunSpec s = process_spec(spec, speed, hidden, used);

@@ -110,14 +110,15 @@ void ReadyQueue::fail(std::exception_ptr error) {
 std::optional<std::size_t> ReadyQueue::next() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !ready_.empty() || finished_ || error_; });
-  if (error_ || ready_.empty()) return std::nullopt;
-  const std::size_t lab = ready_.front();
-  ready_.pop_front();
-  return lab;
+  return pop_locked();
 }
 
 std::optional<std::size_t> ReadyQueue::ready_now() {
   std::lock_guard<std::mutex> lock(mu_);
+  return pop_locked();
+}
+
+std::optional<std::size_t> ReadyQueue::pop_locked() {
   if (error_ || ready_.empty()) return std::nullopt;
   const std::size_t lab = ready_.front();
   ready_.pop_front();

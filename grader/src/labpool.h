@@ -117,6 +117,7 @@ class ReadyQueue {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
+  std::optional<std::size_t> pop_locked();  // the first lab ready (mu_ held); none after a failure
   std::deque<std::size_t> ready_;
   bool finished_ = false;
   std::exception_ptr error_;

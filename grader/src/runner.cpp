@@ -249,6 +249,32 @@ void watch(Process& p, AttemptWatch& w, const LabBudget& lab_budget) {
   }
 }
 
+// A started attempt: the process, the channel's read end and the key it was handed. With `hold_file`, the process
+// waits for that file's lock before any student code (start_held).
+struct Launched {
+  std::unique_ptr<Process> process;
+  int read_fd = -1;
+  std::optional<labkit::report::auth::Key> key;
+};
+Launched launch_attempt(const GateRunSpec& spec, const std::vector<std::string>& gates, const fs::path& log,
+                        const fs::path& hold_file = {}) {
+  Launched l;
+  int fds[2];
+  l.key = open_channel(spec, fds);
+  ProcessSpec ps = attempt_process(spec, gates, log, fds[1]);
+  if (!hold_file.empty()) detail::set_env(ps, "LABKIT_HOLD_START", hold_file.string());
+  try {
+    l.process = std::make_unique<Process>(ps);
+  } catch (...) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw;
+  }
+  ::close(fds[1]);
+  l.read_fd = fds[0];
+  return l;
+}
+
 }  // namespace
 
 // What run_attempt takes over from a held start.
@@ -288,20 +314,11 @@ std::shared_ptr<HeldStart> start_held(const GateRunSpec& spec, const std::vector
   h->turn_fd_ = ::open(h->turn_file_.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0644);
   if (h->turn_fd_ < 0) return nullptr;
   if (::flock(h->turn_fd_, LOCK_EX | LOCK_NB) != 0) return nullptr;  // the destructor closes and removes it
-  int fds[2];
-  h->key_ = open_channel(spec, fds);
   h->log_ = spec.log_dir / (spec.log_tag + "1.log");
-  ProcessSpec ps = attempt_process(spec, gate_ids, h->log_, fds[1]);
-  detail::set_env(ps, "LABKIT_HOLD_START", h->turn_file_.string());
-  try {
-    h->process_ = std::make_unique<Process>(ps);
-  } catch (...) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw;
-  }
-  ::close(fds[1]);
-  h->read_fd_ = fds[0];
+  Launched l = launch_attempt(spec, gate_ids, h->log_, h->turn_file_);
+  h->process_ = std::move(l.process);
+  h->read_fd_ = l.read_fd;
+  h->key_ = l.key;
   return h;
 }
 
@@ -318,19 +335,11 @@ Attempt run_attempt(const GateRunSpec& spec, const std::vector<std::string>& gat
   if (held) {
     p = HeldAccess::take(*held, a, read_fd);
   } else {
-    int fds[2];
-    if (auto key = open_channel(spec, fds)) a.parser.require_key(*key);
     a.log = spec.log_dir / (spec.log_tag + std::to_string(number) + ".log");
-    const ProcessSpec ps = attempt_process(spec, gates, a.log, fds[1]);
-    try {
-      p = std::make_unique<Process>(ps);
-    } catch (...) {
-      ::close(fds[0]);
-      ::close(fds[1]);
-      throw;
-    }
-    ::close(fds[1]);
-    read_fd = fds[0];
+    Launched l = launch_attempt(spec, gates, a.log);
+    if (l.key) a.parser.require_key(*l.key);
+    p = std::move(l.process);
+    read_fd = l.read_fd;
   }
   AttemptWatch w(spec, a, read_fd);
   w.clock.emplace(p->pid());
