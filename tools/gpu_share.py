@@ -67,21 +67,17 @@ def record(out_dir, command):
     child = subprocess.Popen(command)
     try:
         while child.poll() is None:
-            alive = []
+            alive = {}
             for name in os.listdir("/proc"):
-                if not name.isdigit():
-                    continue
-                pid = int(name)
-                if pid not in known:
-                    c = classify(pid)
-                    if c is None:
-                        continue
-                    known[pid] = c
-                alive.append([pid, *known[pid]])
-            procs_out.write(json.dumps({"t": round(time.time() - t0, 2), "procs": alive}) + "\n")
+                if name.isdigit():
+                    pid = int(name)
+                    c = known.get(pid) or classify(pid)
+                    if c:
+                        alive[pid] = c
+            known = alive  # only the living: a pid can come back as another process
+            procs_out.write(json.dumps({"t": round(time.time() - t0, 2),
+                                        "procs": [[pid, *c] for pid, c in alive.items()]}) + "\n")
             procs_out.flush()
-            for pid in [p for p in known if not os.path.exists(f"/proc/{p}")]:
-                del known[pid]  # a pid can come back as another process
             time.sleep(0.2)
     except KeyboardInterrupt:
         child.send_signal(signal.SIGINT)
