@@ -93,11 +93,38 @@ struct AsyncTile {
   static_assert(kStages >= 2, "a pipeline needs at least two stages");
 };
 
+// The order of one k-step's 8 x TN FMAs. The sum is the same in any order: the order changes only how ptxas
+// assigns registers and reuses operands, and on the H100 that was worth 0.89 (rows) -> 0.92 (columns) -> 0.96-0.97
+// of cuBLAS (paired snake; tools/tuning/tune01.cu times all three, README "Tuning step 6").
+enum class FmaOrder {
+  rows,          // acc[0][0], acc[0][1], ...: consecutive FMAs share a[m]
+  columns,       // acc[0][0], acc[1][0], ...: consecutive FMAs share b[n]
+  paired_snake,  // columns, down the 8 rows in one and back up in the next (the FMAs at a turn share a[m] too),
+                 // columns 0, 1 of each float4 of b first, then 2, 3
+};
+
+template <FmaOrder kOrder, int TN>
+__device__ __forceinline__ void outer_product(float (&acc)[8][TN], const float (&a)[8], const float (&b)[TN]) {
+#pragma unroll
+  for (int i = 0; i < 8 * TN; ++i) {
+    const int c = i / 8, r = i % 8;  // the c-th column of FMAs, its r-th row
+    int m = r, n = c;
+    if constexpr (kOrder == FmaOrder::rows) {
+      m = i / TN;
+      n = i % TN;
+    } else if constexpr (kOrder == FmaOrder::paired_snake) {
+      m = c % 2 == 0 ? r : 7 - r;
+      n = (c % (TN / 2)) / 2 * 4 + (c / (TN / 2)) * 2 + c % 2;
+    }
+    acc[m][n] += a[m] * b[n];
+  }
+}
+
 // C += A * B for one BM x BN tile. The copies of tile t + kStages - 1 are issued before tile t is multiplied, so
 // kStages - 1 tiles are on their way while the FMAs run, without the registers step 5d needed to hold them. kVec:
 // 16-byte copies of B and 16-byte C updates, legal when every row of B and C starts on a 16-byte boundary; A always
 // moves in 4-byte copies, because the copy is also the transpose.
-template <int BM, int BN, int BK, int kStages, int WN, int kMinBlocks, bool kVec>
+template <int BM, int BN, int BK, int kStages, int WN, int kMinBlocks, FmaOrder kOrder, bool kVec>
 __global__ void __launch_bounds__(AsyncTile<BM, BN, BK, kStages, WN>::kThreads, kMinBlocks)
     matmul_async_pipeline_kernel(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ B,
                                  float* __restrict__ C) {
@@ -209,12 +236,7 @@ __global__ void __launch_bounds__(AsyncTile<BM, BN, BK, kStages, WN>::kThreads, 
         load_fragment(stage, kk + 1, (kk + 1) % 2);
       else if (t + 1 < tiles)
         load_fragment(smem + s_next * T::kStageFloats, 0, (kk + 1) % 2);
-      // Column by column: consecutive FMAs share b[n]. The order changes only how ptxas assigns registers and
-      // reuses operands, but on the H100 it was worth 0.90 -> 0.92 of cuBLAS against row by row (tools/tuning).
-#pragma unroll
-      for (int n = 0; n < TN; ++n)
-#pragma unroll
-        for (int m = 0; m < 8; ++m) acc[m][n] += a[kk % 2][m] * b[kk % 2][n];
+      outer_product<kOrder>(acc, a[kk % 2], b[kk % 2]);
     }
     s_read = s_next;
     s_write = s_write + 1 == kStages ? 0 : s_write + 1;
@@ -245,7 +267,8 @@ __global__ void __launch_bounds__(AsyncTile<BM, BN, BK, kStages, WN>::kThreads, 
 }
 
 // Launches one configuration; the tuning harness (tools/tuning/tune01.cu) calls it with others.
-template <int BM, int BN, int BK, int kStages, int WN, int kMinBlocks>
+template <int BM, int BN, int BK, int kStages, int WN, int kMinBlocks,
+          FmaOrder kOrder = FmaOrder::paired_snake>
 void launch_async_pipeline(int M, int N, int K, const float* A, const float* B, float* C) {
   using T = AsyncTile<BM, BN, BK, kStages, WN>;
   check_sizes(M, N, K);
@@ -260,9 +283,9 @@ void launch_async_pipeline(int M, int N, int K, const float* A, const float* B, 
     kernel<<<grid, T::kThreads, T::kSmemBytes>>>(M, N, K, A, B, C);
   };
   if (vec)
-    run(matmul_async_pipeline_kernel<BM, BN, BK, kStages, WN, kMinBlocks, true>);
+    run(matmul_async_pipeline_kernel<BM, BN, BK, kStages, WN, kMinBlocks, kOrder, true>);
   else
-    run(matmul_async_pipeline_kernel<BM, BN, BK, kStages, WN, kMinBlocks, false>);
+    run(matmul_async_pipeline_kernel<BM, BN, BK, kStages, WN, kMinBlocks, kOrder, false>);
   LABKIT_CHECK_LAUNCH();
 }
 
@@ -270,7 +293,7 @@ void launch_async_pipeline(int M, int N, int K, const float* A, const float* B, 
 
 void matmul_async_pipeline(int M, int N, int K, const float* A, const float* B, float* C) {
   // Chosen by tools/tuning/tune01.cu on an H100: 128 x 128 tiles of 4 warps, each warp 64 x 64 (8 x 16 per
-  // thread), 8-deep k-tiles, two stages, two blocks per SM.
+  // thread), 8-deep k-tiles, two stages, two blocks per SM, the FMAs in paired-snake order.
   launch_async_pipeline<128, 128, 8, 2, 64, 2>(M, N, K, A, B, C);
 }
 

@@ -1,9 +1,10 @@
 // Tuning harness for lab 01 steps 5 and 6 (see tools/tuning/README.md): times the configurations of the step-5
 // sub-steps (5c one buffer, 5d BK = 8, 5e BK = 16 with two blocks per SM, 5f 5e plus grouped block order; other
 // group sizes: edit kGroup in solutions/01_matmul/step5f_tuned.cu and rebuild) and of step 6's asynchronous-copy
-// pipeline (block tile, warp width 32 or 64 columns, k-tile depth, stages, blocks per SM; names read
-// "BMxBN wWN kBK sSTAGES bBLOCKS") against the lab's trusted cuBLAS call at 2048^3, 4096^3 and 8192^3, after
-// checking each against cuBLAS on two odd shapes (one with misaligned pointers) and on each square.
+// pipeline (block tile, warp width 32 or 64 columns, k-tile depth, stages, blocks per SM, FMA order; names read
+// "BMxBN wWN kBK sSTAGES bBLOCKS", in step 6's paired-snake FMA order unless they say rows or columns) against the
+// lab's trusted cuBLAS call at 2048^3, 4096^3 and 8192^3, after checking each against cuBLAS on two odd shapes (one
+// with misaligned pointers) and on each square.
 // Includes step 6's .cu to reach its kernel template; links the step-5 files.
 #include <algorithm>
 #include <cmath>
@@ -49,6 +50,8 @@ int main(int argc, char** argv) {
       {"5f (+ grouped)", lab01::matmul_tuned},
       {"128x128 w32 k8 s3 b2", lab01::launch_async_pipeline<128, 128, 8, 3, 32, 2>},
       {"128x128 w32 k16 s3 b2", lab01::launch_async_pipeline<128, 128, 16, 3, 32, 2>},
+      {"128x128 w64 k8 s2 b2 rows", lab01::launch_async_pipeline<128, 128, 8, 2, 64, 2, lab01::FmaOrder::rows>},
+      {"128x128 w64 k8 s2 b2 columns", lab01::launch_async_pipeline<128, 128, 8, 2, 64, 2, lab01::FmaOrder::columns>},
       {"128x128 w64 k8 s2 b2 (step 6)", lab01::launch_async_pipeline<128, 128, 8, 2, 64, 2>},
       {"128x128 w64 k8 s3 b2", lab01::launch_async_pipeline<128, 128, 8, 3, 64, 2>},
       {"128x128 w64 k8 s4 b2", lab01::launch_async_pipeline<128, 128, 8, 4, 64, 2>},

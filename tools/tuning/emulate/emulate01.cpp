@@ -35,9 +35,9 @@ Fn step6() {
       launch(dim3(nb(N, BN), nb(M, BM)), dim3(T::kThreads), T::kSmemBytes, [&] { kernel(M, N, K, A, B, C); });
     };
     if (vec)
-      run(s6::matmul_async_pipeline_kernel<BM, BN, BK, kStages, WN, kMinBlocks, true>);
+      run(s6::matmul_async_pipeline_kernel<BM, BN, BK, kStages, WN, kMinBlocks, s6::FmaOrder::paired_snake, true>);
     else
-      run(s6::matmul_async_pipeline_kernel<BM, BN, BK, kStages, WN, kMinBlocks, false>);
+      run(s6::matmul_async_pipeline_kernel<BM, BN, BK, kStages, WN, kMinBlocks, s6::FmaOrder::paired_snake, false>);
   };
 }
 
