@@ -95,7 +95,8 @@ struct AsyncTile {
 
 // The order of one k-step's 8 x TN FMAs. The sum is the same in any order: the order changes only how ptxas
 // assigns registers and reuses operands, and on the H100 that was worth 0.89 (rows) -> 0.92 (columns) -> 0.96-0.97
-// of cuBLAS (paired snake; tools/tuning/tune01.cu times all three, README "Tuning step 6").
+// of cuBLAS (paired snake). tools/tuning/tune01.cu times these three, tools/tuning/fma_orders01.py 72 orders
+// (README, "Tuning step 6").
 enum class FmaOrder {
   rows,          // acc[0][0], acc[0][1], ...: consecutive FMAs share a[m]
   columns,       // acc[0][0], acc[1][0], ...: consecutive FMAs share b[n]
