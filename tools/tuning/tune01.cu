@@ -16,26 +16,15 @@
 #include "../../solutions/01_matmul/step6_async_pipeline.cu"
 #include "labkit/buffer.h"
 #include "labkit/random.h"
-#include "labkit/timing.h"
 #include "tests/cublas_baseline.h"
+#include "tune01_square.h"
 
 namespace {
 
-using F = void (*)(int, int, int, const float*, const float*, float*);
 struct Variant {
   std::string name;
-  F f;
+  tune01::Matmul f;
 };
-
-// max |x - y| / max |x| over every element
-double relerr(const std::vector<float>& x, const std::vector<float>& y) {
-  double md = 0, mx = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    md = std::max(md, double(std::fabs(x[i] - y[i])));
-    mx = std::max(mx, double(std::fabs(x[i])));
-  }
-  return md / mx;
-}
 
 }  // namespace
 
@@ -63,14 +52,10 @@ int main(int argc, char** argv) {
       {"256x128 w64 k8 s3 b1", lab01::launch_async_pipeline<256, 128, 8, 3, 64, 1>},
   };
   if (profile) {  // one call each at 4096^3, for a profiler (ncu --kernel-name regex:"matmul|gemm"): cuBLAS, 5f, 6
-    const int n = 4096;
-    const std::size_t sz = std::size_t(n) * n;
-    labkit::DeviceBuffer<float> A(sz), B(sz), C(sz);
-    labkit::fill_random_device(A.data(), sz, 1);
-    labkit::fill_random_device(B.data(), sz, 2);
-    lab01::baseline::sgemm_rowmajor(h, n, n, n, A.data(), B.data(), C.data());
-    lab01::matmul_tuned(n, n, n, A.data(), B.data(), C.data());
-    lab01::matmul_async_pipeline(n, n, n, A.data(), B.data(), C.data());
+    tune01::SquareProblem sq(h, 4096);
+    sq.cublas();
+    sq.run(lab01::matmul_tuned);
+    sq.run(lab01::matmul_async_pipeline);
     LABKIT_CUDA(cudaDeviceSynchronize());
     return 0;
   }
@@ -88,30 +73,17 @@ int main(int argc, char** argv) {
       lab01::baseline::sgemm_rowmajor(h, M, N, K, A.data() + off, B.data() + off, C.data() + off);
       v.f(M, N, K, A.data() + off, B.data() + off, C2.data() + off);
       LABKIT_CUDA(cudaDeviceSynchronize());
-      const double e = relerr(C.download(), C2.download());
+      const double e = tune01::relerr(C.download(), C2.download());
       std::printf("odd %dx%dx%d offset %d %-24s relerr %.2e %s\n", M, N, K, off, v.name.c_str(), e,
                   e < 1e-5 ? "ok" : "WRONG");
     }
   }
   const std::vector<int> sizes = quick ? std::vector<int>{4096} : std::vector<int>{2048, 4096, 8192};
   for (int n : sizes) {
-    const std::size_t sz = std::size_t(n) * n;
-    labkit::DeviceBuffer<float> A(sz), B(sz), C(sz), C2(sz);
-    labkit::fill_random_device(A.data(), sz, 1);
-    labkit::fill_random_device(B.data(), sz, 2);
-    labkit::TimingOptions o;
-    o.warmup = 3;
-    o.min_repeats = 10;
-    o.budget_ms = 400;
-    auto cub = [&](int) { lab01::baseline::sgemm_rowmajor(h, n, n, n, A.data(), B.data(), C.data()); };
+    tune01::SquareProblem sq(h, n);
     for (const auto& v : variants) {
-      LABKIT_CUDA(cudaMemset(C.data(), 0, sz * 4));
-      LABKIT_CUDA(cudaMemset(C2.data(), 0, sz * 4));
-      cub(0);
-      v.f(n, n, n, A.data(), B.data(), C2.data());
-      LABKIT_CUDA(cudaDeviceSynchronize());
-      const double e = relerr(C.download(), C2.download());
-      const auto cmp = labkit::compare_speed(cub, [&](int) { v.f(n, n, n, A.data(), B.data(), C2.data()); }, o);
+      const double e = sq.check(v.f);
+      const auto cmp = sq.time(v.f, 400);
       std::printf("n=%d %-24s ratio %.3f  cublas %.3f ms  variant %.3f ms  %.1f TFLOP/s  relerr %.2e%s\n", n,
                   v.name.c_str(), cmp.ratio, cmp.baseline.median_ms, cmp.candidate.median_ms,
                   2.0 * n * double(n) * n / (cmp.candidate.median_ms * 1e-3) / 1e12, e, e < 1e-5 ? "" : " WRONG");
