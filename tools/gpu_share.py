@@ -13,7 +13,8 @@ found the race checks' processes holding most of the untimed part this way. A pr
 launches shows a small share however long it runs: its time is spent waiting for a slice.
 
 The kind comes from the process itself: LABKIT_SANITIZER in its environment (the grader's memcheck and racecheck
-runs), else "-speed" in the name of its log (its standard output), else untimed. Reading another process's
+runs), else "-speed" in the name of its log (its standard output, or its parents' for lab 09's MPI ranks), else
+untimed. Reading another process's
 environment and descriptors needs its uid (or root): a gate process of a sandboxed batch shows as kind "?".
 Recorded in --out: procs.jsonl (every 0.2 s, the gate processes alive) and pmon.txt (nvidia-smi's output).
 """
@@ -46,11 +47,27 @@ def classify(pid):
         if tool and tool[0]:
             kind = tool[0]
         else:
-            log = os.readlink(f"/proc/{pid}/fd/1")
-            kind = "speed" if "-speed" in os.path.basename(log) else "untimed"
+            kind = "speed" if "-speed" in os.path.basename(output_file(pid)) else "untimed"
     except OSError:
         pass
     return m.group(1), kind
+
+
+def output_file(pid, levels=4):
+    """The file a process's standard output ends in: its own, or where its parents' goes when its own is a pipe or
+    socket (lab 09's ranks write to mpirun, and mpirun to the gate's log). "" when none is found."""
+    for _ in range(levels):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/1")
+            if target.startswith("/"):
+                return target
+            stat = open(f"/proc/{pid}/stat").read()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the name, which may hold spaces
+        except (OSError, ValueError, IndexError):
+            return ""
+        if pid <= 1:
+            return ""
+    return ""
 
 
 def record(out_dir, command):
