@@ -14,8 +14,8 @@ launches shows a small share however long it runs: its time is spent waiting for
 
 The kind comes from the process itself: LABKIT_SANITIZER in its environment (the grader's memcheck and racecheck
 runs), else "-speed" in the name of its log (its standard output, or its parents' for lab 09's MPI ranks), else
-untimed. Reading another process's
-environment and descriptors needs its uid (or root): a gate process of a sandboxed batch shows as kind "?".
+untimed. Reading another process's environment and descriptors needs its uid (or root): a gate process of a
+sandboxed batch shows as kind "?".
 Recorded in --out: procs.jsonl (every 0.2 s, the gate processes alive) and pmon.txt (nvidia-smi's output).
 """
 import argparse

@@ -6,8 +6,6 @@
 // lab's trusted cuBLAS call at 2048^3, 4096^3 and 8192^3, after checking each against cuBLAS on two odd shapes (one
 // with misaligned pointers) and on each square.
 // Includes step 6's .cu to reach its kernel template; links the step-5 files.
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
