@@ -511,7 +511,7 @@ int Batch::run() {
   // Students compiled at once. The compile jobs go to the first of them in the queue (JobTokens' order), so more
   // of them do not slow the next run's student; a few keep the jobs busy while one of them copies, inspects or
   // links; each holds a uid slot, a scratch folder and a thread per file waiting for a job.
-  int compiling = std::min<int>(std::max(2, jobs_ / 4), static_cast<int>(std::max<std::size_t>(1, pending_.size())));
+  int compiling = std::min<int>(slots_.compilers, static_cast<int>(std::max<std::size_t>(1, pending_.size())));
   compilers_ = compiling;
   running_since_.assign(static_cast<std::size_t>(workers_), std::nullopt);
   JobTokens tokens(jobs_);
@@ -571,7 +571,7 @@ int Batch::run() {
     cv.notify_all();
   };
   auto runner = [&](int worker) {
-    const int slot = jobs_ + worker;
+    const int slot = slots_.worker_slot(worker);
     const std::string gpu = gpus_.empty() ? "" : gpus_[static_cast<std::size_t>(worker) % gpus_.size()];
     for (;;) {
       std::shared_ptr<Submission> s;

@@ -65,6 +65,19 @@ std::vector<std::string> subfolders(const fs::path& dir);
 double batch_eta(std::size_t remaining, std::size_t to_compile, double mean_compile_s, double mean_run_s, int jobs,
                  int workers, const std::vector<double>& running = {});
 
+// The uid slots of a batch (sandbox.h: one uid per slot): the students compiled at once take the first
+// `compilers`, each worker the next, `compilers + worker`; `reserved` in all. A slot's processes are swept (killed)
+// after every compile and around every speed run, so no compile may share a worker's slot. Students compiled at once:
+// a quarter of the compile jobs, at least 2 (one links or is inspected while the other compiles), so there can be more
+// of them than jobs (with -j 1, numbering the workers' slots after the jobs gave compile slot 1 the first worker's
+// uid: a compile's sweep killed that worker's gate runs, and its sweeps the compiles).
+struct BatchSlots {
+  int compilers = 2;
+  int reserved = 3;
+  int worker_slot(int worker) const { return compilers + worker; }
+};
+BatchSlots batch_slots(int jobs, int workers);
+
 // `--gpus`: the workers' GPUs, comma-separated; GPUs joined by '+' go to one worker, which sees them all (for labs
 // whose multi-GPU gates need them): "0,1" is two workers of one GPU each, "0+1" one worker of two. Returns each
 // worker's CUDA_VISIBLE_DEVICES ("0", "0,1"). Throws UserError for an empty entry or a GPU named twice (two workers
@@ -126,6 +139,7 @@ class Batch {
   std::vector<std::string> students_, pending_;
   int lock_fd_ = -1;
   JobTokens* compile_tokens_ = nullptr;  // the compile jobs, shared by every student compiling (run() sets it)
+  BatchSlots slots_;                     // which uid slot compiles and runs use (plan_slots)
   int compilers_ = 1;                    // students compiled at once (run() sets it)
   std::vector<std::optional<Clock::time_point>> running_since_;  // per worker, its run under way (guarded by mu_)
   std::string nm_, objdump_;

@@ -280,7 +280,8 @@ void Batch::hide_from_sandbox(const std::set<fs::path>& ro) {
 void Batch::plan_slots() {
   jobs_ = opts_.jobs > 0 ? opts_.jobs : std::max(1u, std::thread::hardware_concurrency());
   workers_ = opts_.workers > 0 ? opts_.workers : std::max<int>(1, static_cast<int>(gpus_.size()));
-  reserve_uid_block(sandbox_, jobs_ + workers_);
+  slots_ = batch_slots(jobs_, workers_);
+  reserve_uid_block(sandbox_, slots_.reserved);
   lab_jobs_ = opts_.lab_jobs > 0 ? opts_.lab_jobs
                                  : default_lab_jobs(gpus_.empty() ? 0 : gpu_gib_, usable_cpus() / workers_, labs_.size());
   if (!gpus_.empty() && workers_ > static_cast<int>(gpus_.size()))
@@ -390,6 +391,13 @@ void Batch::preflight() {
                       "--sandbox none");
   }
   fs::remove_all(scratch);
+}
+
+BatchSlots batch_slots(int jobs, int workers) {
+  BatchSlots s;
+  s.compilers = std::max(2, jobs / 4);
+  s.reserved = s.compilers + std::max(1, workers);
+  return s;
 }
 
 std::vector<std::string> parse_gpu_groups(const std::string& spec) {

@@ -366,6 +366,26 @@ TEST_CASE("a killed batch resumes without losing or repeating a student", "[batc
   check_against_fixtures(out, fixtures, {"solution_1", "solution_2"});
 }
 
+TEST_CASE("with one compile job every healthy student of a batch still gets full marks", "[batch_slots]") {
+  // -j 1 (a machine of one CPU, or an instructor's choice) still compiles two students at once: under a dedicated uid
+  // per slot their slots must not be a worker's, whose gate runs each end with a sweep of their uid (it killed the
+  // compile beside them: the student's steps were graded build_failed).
+  test::TempDir dir("onejob");
+  GraderTree tree = private_fakelab(dir.path);
+  fs::path subs = dir.path / "submissions", out = dir.path / "out";
+  std::vector<std::string> names;
+  for (int k = 1; k <= 4; ++k) {
+    names.push_back("solution_" + std::to_string(k));
+    materialise_solutions(subs / names.back(), {test::fakelab_root()});
+  }
+  auto argv = batch_args(subs, out, tree, sandbox_args(), 1);
+  argv[std::find(argv.begin(), argv.end(), "-j") - argv.begin() + 1] = "1";
+  auto r = run_command(argv, 1200);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  check_against_fixtures(out, {}, names);
+}
+
 TEST_CASE("without bubblewrap the batch refuses to grade unless told --sandbox none, and then every report says so", "[batch]") {
   test::TempDir dir("nosandbox");
   GraderTree tree = private_fakelab(dir.path);
@@ -558,6 +578,25 @@ TEST_CASE("a batch warns when a lab needs more GPUs than its workers see", "[bat
   CHECK_THAT(one[1], ContainsSubstring("lab 09 needs 2 GPUs"));
   CHECK(multi_gpu_warnings(labs, 2).empty());  // --gpus 0+1
   CHECK(multi_gpu_warnings(labs, 0).empty());  // no GPU: every GPU gate says it was skipped, and why
+}
+
+TEST_CASE("a batch's compiles and its workers never share a uid slot for any -j or --workers", "[batch_eta]") {
+  // Every slot's processes are swept after each compile and around each speed run: a compile slot that was also a
+  // worker's would kill that worker's gate runs (with -j 1 it was: the workers' slots began at the number of jobs).
+  for (int jobs = 1; jobs <= 130; ++jobs)
+    for (int workers = 1; workers <= 8; ++workers) {
+      INFO("-j " << jobs << " --workers " << workers);
+      const auto s = detail::batch_slots(jobs, workers);
+      CHECK(s.compilers >= 2);  // one student links or is inspected while the next compiles
+      CHECK(s.compilers == std::max(2, jobs / 4));
+      std::set<int> used;
+      for (int c = 0; c < s.compilers; ++c) used.insert(c);
+      for (int w = 0; w < workers; ++w) {
+        CHECK(s.worker_slot(w) < s.reserved);
+        CHECK(used.insert(s.worker_slot(w)).second);
+      }
+      CHECK(static_cast<int>(used.size()) == s.reserved);
+    }
 }
 
 TEST_CASE("the batch's ETA follows the slower stage of the pipeline", "[batch_eta]") {
