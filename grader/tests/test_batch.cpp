@@ -24,6 +24,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -317,18 +318,33 @@ TEST_CASE("a killed batch resumes without losing or repeating a student", "[batc
   ps.inherit_env = true;
   ps.output = dir.path / "first.log";
   std::map<std::string, fs::file_time_type> done_first;
+  std::string how_first_ended;  // for the failure message: why the wait below ended, and after how long
   {
     Process first(ps);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+    const auto started = std::chrono::steady_clock::now();
+    const auto deadline = started + std::chrono::minutes(10);
     const std::string scratch = (fs::weakly_canonical(out) / ".work" / "").string();
-    while (!(count_done() >= 1 && processes_naming(scratch, "host_hang/gates/", "--labkit-results")) &&
-           !first.poll() &&
-           std::chrono::steady_clock::now() < deadline)
+    bool seen = false;
+    std::optional<ExitInfo> ended;
+    while (!(seen = count_done() >= 1 && processes_naming(scratch, "host_hang/gates/", "--labkit-results")) &&
+           !(ended = first.poll()) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ostringstream how;
+    how << "the first batch was killed after "
+        << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() << " s: "
+        << (seen ? "a student done and host_hang's gate running"
+                 : ended ? "it had ended by itself (" + ended->describe() + ")" : "10 minutes passed");
+    how_first_ended = how.str();
     first.kill_all();
     first.wait();
   }
-  INFO(read_file(dir.path / "first.log"));
+  INFO(how_first_ended);
+  INFO("the first batch's output:\n" << read_file(dir.path / "first.log"));
+  std::string first_errors;  // a grader error writes no result.json (a rerun retries the student)
+  for (const auto& e : fs::directory_iterator(out))
+    if (fs::exists(e.path() / "grader-error.txt"))
+      first_errors += e.path().filename().string() + ": " + read_file(e.path() / "grader-error.txt");
+  INFO("grader errors of the first batch: " << (first_errors.empty() ? "none" : "\n" + first_errors));
   // What the killed batch left running: its sandboxes outlive it (bubblewrap drops the parent-death signal).
   const std::string scratch = (fs::canonical(out) / ".work" / "").string();
   // The kill above leaves real sandboxes behind when it lands in host_hang's gate run (nearly always); a stand-in
