@@ -163,7 +163,11 @@ void Batch::prepare_object_checks() {
     auto& found = c_libraries[l.recipe.link.front()];
     for (const char* lib : {"libstdc++.so", "libc.so.6", "libm.so.6"}) {
       auto r = run_command({l.recipe.link.front(), std::string("-print-file-name=") + lib}, 30);
-      if (r.exit_code == 0 && fs::path(trim(r.output)).is_absolute()) found.push_back(trim(r.output));
+      // (A library the linker does not know comes back as its bare name: it is not linked either.)
+      if (r.exit_code != 0)
+        throw UserError("cannot ask " + l.recipe.link.front() + " where " + lib + " is, which the check of student " +
+                        "objects needs (" + (r.timed_out ? "no answer in 30 s" : trim_message(r.output, 3, 400)) + ")");
+      if (fs::path(trim(r.output)).is_absolute()) found.push_back(trim(r.output));
     }
   }
   std::vector<std::vector<std::string>> shared(labs_.size());

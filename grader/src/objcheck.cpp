@@ -566,9 +566,13 @@ std::map<std::string, std::set<std::string>> exported_symbols_each(const std::ve
   const std::set<std::string> unique(shared_libraries.begin(), shared_libraries.end());
   const std::vector<std::string> libs(unique.begin(), unique.end());
   std::vector<std::set<std::string>> names(libs.size());
+  // A library whose exports could not be read would quietly let a student object redefine any of them (a weak
+  // definition replaces the library's in the gate binary): the batch stops instead.
   for_each_concurrently(libs.size(), jobs, [&](std::size_t i) {
     auto r = run_command({nm, "-D", "--defined-only", "-P", libs[i]}, 120);
-    if (r.exit_code != 0) return;
+    if (r.exit_code != 0)
+      throw UserError("cannot read the symbols " + libs[i] + " exports, which the check of student objects needs (" +
+                      (r.timed_out ? "nm took longer than 120 s" : "nm: " + trim_message(r.output, 3, 400)) + ")");
     for (const auto& s : parse_nm_posix(r.output)) names[i].insert(unversioned(s.name));
   });
   std::map<std::string, std::set<std::string>> out;

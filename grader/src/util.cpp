@@ -17,6 +17,8 @@
 #include <random>
 #include <sstream>
 
+#include "progress.h"
+
 namespace labgrade {
 
 std::string read_file(const fs::path& p) {
@@ -241,6 +243,11 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
   setpgid(pid, pid);
   close(fds[1]);
   auto start = std::chrono::steady_clock::now();
+  // The limit counts the child tree's own progress (progress.h), as run_limited's does: on a machine busy with
+  // other work a probe (bwrap, the CUDA query, nm) is slow, not broken, and a wall-clock limit turned a busy
+  // grading machine into "bubblewrap cannot run here" (a batch that refused to start) or a library whose exports
+  // could not be read. Ten times the limit on the clock is the last resort.
+  ProgressClock clock(pid);
   char buf[8192];
   auto keep = [&](ssize_t got) {
     if (r.output.size() < (64u << 20)) r.output.append(buf, static_cast<std::size_t>(got));
@@ -272,7 +279,10 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
       }
       break;
     }
-    if (timeout_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s) {
+    if (timeout_s > 0) clock.sample();
+    if (timeout_s > 0 &&
+        (clock.progress_seconds() > timeout_s ||
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > 10 * timeout_s)) {
       kill(-pid, SIGKILL);
       kill(pid, SIGKILL);  // also when it left its process group
       r.timed_out = true;

@@ -48,8 +48,10 @@ std::optional<fs::path> find_repo_root(fs::path start);
 fs::path self_exe();
 
 // Runs argv to completion (no sandbox: for cmake, nvcc --version, bwrap probes), capturing stdout+stderr.
-// timeout_s > 0 holds until the child is reaped (also when it closed its output and keeps running); its process
-// group is killed at the end, so nothing it started outlives it.
+// timeout_s > 0 counts the child tree's own progress (progress.h: time it spent waiting for a CPU that other
+// processes held is forgiven), with ten times timeout_s on the clock as the last resort; it holds until the child is
+// reaped (also when it closed its output and keeps running). Its process group is killed at the end, so nothing it
+// started outlives it.
 struct CommandResult {
   int exit_code = -1;  // -1: could not start or killed
   std::string output;

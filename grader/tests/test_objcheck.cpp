@@ -1,6 +1,7 @@
 // The static check of student objects (objcheck.h): reading mangled names, the rule table on synthetic `nm -P`
 // output, raw system calls in `objdump -d` output, and one object compiled here by the host C++ compiler.
 #include <catch2/catch_test_macros.hpp>
+#include <fstream>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include "objcheck.h"
@@ -268,4 +269,19 @@ TEST_CASE("an object compiled here: nm and objdump as the grader runs them", "[o
   CHECK_THAT(all, ContainsSubstring("setenv: uses `setenv`"));
   CHECK_THAT(all, ContainsSubstring("lab42::pid(): contains a raw `syscall`"));
   CHECK_THAT(all, ContainsSubstring("write: uses `write`"));
+}
+
+TEST_CASE("a library whose exports cannot be read stops the batch instead of weakening the check", "[objcheck]") {
+  // Without a library's exports a student object could redefine one of them unseen (a weak definition replaces the
+  // library's in the gate binary).
+  test::TempDir dir("exports");
+  const fs::path not_a_library = dir.path / "libnot.so";
+  std::ofstream(not_a_library) << "not an ELF file\n";
+  CHECK_THROWS_WITH(exported_symbols_each({not_a_library.string()}, "nm", 1),
+                    ContainsSubstring("cannot read the symbols " + not_a_library.string() + " exports"));
+  // A real one still reads.
+  const auto libc = run_command({"g++", "-print-file-name=libc.so.6"});
+  REQUIRE(libc.exit_code == 0);
+  const auto names = exported_symbols_each({trim(libc.output)}, "nm", 1);
+  CHECK(names.at(trim(libc.output)).count("malloc") == 1);
 }

@@ -17,6 +17,7 @@
 #include "progress.h"
 #include "runner.h"
 #include "test_support.h"
+#include "util.h"
 
 using namespace labgrade;
 using Catch::Matchers::ContainsSubstring;
@@ -228,4 +229,33 @@ TEST_CASE("hidden gates get the lab time the visible ones left, counted by progr
   if (r.seconds < 3.0) WARN("the load did not slow the gates (" << r.seconds << " s): this run proves less");
   CHECK(r.gate("b").status == Status::passed);
   CHECK(r.gate("c").status == Status::passed);
+}
+
+TEST_CASE("run_command's limit forgives a probe's wait for a CPU and still ends one that hangs", "[util][progress]") {
+  // The batch's probes (bwrap, the CUDA query, nm of the libraries) run through run_command: at a wall-clock limit a
+  // busy machine made bubblewrap "unable to run" and a batch refused to start. 0.6 s of its own CPU work against a
+  // 2 s limit, on one CPU with 5 busy loops: about 3.6 s on the clock.
+  const std::string work =
+      "while :; do read -ra st < /proc/$$/stat; (( st[13] + st[14] >= " + ticks(0.6) + " )) && break; done; echo ok";
+  {
+    PinnedLoad load(5);
+    const auto start = std::chrono::steady_clock::now();
+    const auto r = run_command({"/bin/bash", "-c", work}, 2.0);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    INFO("took " << s << " s: " << r.output);
+    if (s < 2.0) WARN("the load did not slow the probe (" << s << " s): this run proves less");
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, ContainsSubstring("ok"));
+  }
+  // A probe that spins or sleeps forever is still ended after its own time.
+  for (const char* hang : {"while :; do :; done", "sleep 1000"}) {
+    INFO(hang);
+    PinnedLoad load(2);
+    const auto start = std::chrono::steady_clock::now();
+    const auto r = run_command({"/bin/bash", "-c", hang}, 1.0);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(r.timed_out);
+    CHECK(s < 10);
+  }
 }
