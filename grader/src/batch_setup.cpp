@@ -290,7 +290,8 @@ void Batch::plan_slots() {
                                  : default_lab_jobs(gpus_.empty() ? 0 : gpu_gib_, usable_cpus() / workers_, labs_.size());
   if (!gpus_.empty() && workers_ > static_cast<int>(gpus_.size()))
     std::cerr << "labgrade: warning: " << workers_ << " workers share " << gpus_.size()
-              << " GPU(s): speed gates will time each other\n";
+              << " GPU(s): their speed gates take turns on it, but their other runs share its memory, and a "
+                 "student's gates can fail for memory another student's run holds\n";
 }
 
 void Batch::list_students() {
