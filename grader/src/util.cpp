@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -224,6 +225,7 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
   if (pipe2(fds, O_CLOEXEC) != 0) return r;
   CArgv a(argv);
   std::string dir = cwd.string();
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
@@ -231,6 +233,12 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
     return r;
   }
   if (pid == 0) {
+    // The child has a process group of its own (a terminal's Ctrl-C and a kill of ours do not reach it), so it ends
+    // with this process instead: a killed labgrade left its cmake build running, and a killed test its whole batch,
+    // which loaded every test after it. (This thread waits for the child below, so the signal, which follows the
+    // thread that forked, comes only with the process.)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // already gone before the line above
     setpgid(0, 0);
     dup2(fds[1], 1);
     dup2(fds[1], 2);

@@ -1,11 +1,16 @@
 // One step, one unit: the grader compiles each student file with the build's own command, links the skeleton's
 // object in place of a step that does not compile, does not link or is missing, and attributes the gates; the
 // rubric as CMake reads it; run_command's time limit.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "recipe.h"
 #include "stepbuild.h"
@@ -110,6 +115,36 @@ TEST_CASE("run_command times out a child that closed its output and keeps runnin
   CHECK(q.exit_code == 0);
   CHECK(s < 10);
   CHECK_THAT(q.output, ContainsSubstring("done"));
+}
+
+TEST_CASE("what run_command started ends when the process that started it is killed", "[util]") {
+  // The child has a process group of its own, so neither a terminal's Ctrl-C nor a kill of the caller's group
+  // reaches it: a killed grader test left its labgrade batch running beside every later test.
+  test::TempDir dir("orphan");
+  const fs::path pid_file = dir.path / "pid";
+  const pid_t caller = fork();
+  if (caller == 0) {
+    run_command({"/bin/sh", "-c", "echo $$ > " + pid_file.string() + ".tmp && mv " + pid_file.string() + ".tmp " +
+                                      pid_file.string() + " && exec sleep 60"});
+    _exit(0);
+  }
+  pid_t child = 0;
+  for (int i = 0; i < 500 && !child; ++i) {
+    std::ifstream in(pid_file);
+    if (!(in >> child)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(child > 0);
+  kill(caller, SIGKILL);
+  waitpid(caller, nullptr, 0);
+  // The orphan is reparented and reaped; until then it may show as a zombie.
+  auto alive = [&] {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string pid, comm, state;
+    return stat >> pid >> comm >> state && state != "Z";
+  };
+  for (int i = 0; i < 500 && alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK_FALSE(alive());
+  if (alive()) kill(child, SIGKILL);
 }
 
 namespace {
