@@ -465,6 +465,20 @@ int merge_main(const fs::path& out, const std::vector<fs::path>& parts, const fs
   return missing.empty() ? 0 : 1;
 }
 
+bool Batch::build_unchanged() {
+  if (build_changed_) return false;
+  std::string change = inputs_.first_change();
+  if (change.empty()) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!build_changed_) {
+    build_change_ = change;
+    build_changed_ = true;
+    std::cerr << "labgrade: " << change << " while the batch ran: no student is graded from here on (a grade must "
+              << "come from one build)\n";
+  }
+  return false;
+}
+
 void Batch::set_running(int worker, bool running) {
   std::lock_guard<std::mutex> lock(mu_);
   running_since_.at(static_cast<std::size_t>(worker)) = running ? std::optional<Clock::time_point>(Clock::now())
@@ -527,6 +541,7 @@ int Batch::run() {
 
   auto compiler = [&](int slot) {
     for (;;) {
+      if (build_changed_) break;  // what is left waits for a rerun on the new build
       std::size_t i = next++;
       if (i >= pending_.size()) break;
       auto s = std::make_shared<Submission>();
@@ -583,6 +598,11 @@ int Batch::run() {
         ready.pop_front();
         cv.notify_all();
       }
+      if (s->result.error.empty() && !build_unchanged()) {
+        s->built.wait_finished();
+        s->result.error = "not graded: the build changed before this student's run (" + build_change_ +
+                          "); run the batch again once the build is done";
+      }
       if (s->result.error.empty()) {
         std::string run_error;
         try {
@@ -598,6 +618,11 @@ int Batch::run() {
         }
         if (s->result.error.empty()) s->result.error = run_error;
         set_running(worker, false);
+        // Checked after the run: a change during the compile or the run may have given this student a mix of two
+        // builds (or a link against a half-written library), and nothing in the result would show it.
+        if (s->result.error.empty() && !build_unchanged())
+          s->result.error = "not graded: the build changed while this student was graded (" + build_change_ +
+                            "); run the batch again once the build is done";
       }
       s->built.wait_finished();
       try {
@@ -615,7 +640,12 @@ int Batch::run() {
   std::error_code ec;
   if (!opts_.keep_scratch) fs::remove_all(opts_.out / ".work", ec);
   write_class_outputs();
-  return errors_ == 0 ? 0 : 1;
+  if (build_changed_)
+    std::cerr << "labgrade: stopped early: " << build_change_ << " while the batch ran (a rebuild, or an update of the "
+              << "workbook). The students graded before it keep their results; " << (pending_.size() - (done_ - errors_))
+              << " are left for a rerun: run the same command again once the build is done (or into a new --out, to "
+              << "grade every student with the new build)\n";
+  return errors_ == 0 && !build_changed_ ? 0 : 1;
 }
 
 int batch_main(const BatchOptions& opts) {

@@ -3,6 +3,7 @@
 // Internal to the grader: batch.h is the interface.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -98,6 +99,36 @@ struct LabGpus {
 };
 std::vector<std::string> multi_gpu_warnings(const std::vector<LabGpus>& labs, std::size_t gpus_per_worker);
 
+// The files a batch grades with, as the file system had them when it started: the recipes, the gate, skeleton and
+// library objects, the compiler and linker, and the headers a student's compile can include. A rebuild or an update
+// of the workbook while a batch runs grades the students after it with another build than those before it, and the
+// ones it meets half-way with a mix (a link against a half-written library, new headers against old gate objects):
+// the batch looks again around every student and stops at the first change (Batch::build_unchanged).
+class BuildInputs {
+ public:
+  void add(const fs::path& file);
+  // Every header (.h, .hpp, .cuh, ...) below `dir`, at most `depth` folders down.
+  void add_headers(const fs::path& dir, int depth = 3);
+  std::size_t size() const { return stamps_.size(); }
+  // The first input that is no longer the file recorded, and how ("... was rewritten"); empty when none changed.
+  // Stat only (inode, size, modification and change times): a file rewritten with the same bytes counts as changed,
+  // which costs a rerun and never a grade.
+  std::string first_change() const;
+
+ private:
+  struct Stamp {
+    bool exists = false;
+    std::uint64_t dev = 0, ino = 0, size = 0;
+    std::int64_t mtime_ns = 0, ctime_ns = 0;
+    bool operator==(const Stamp& o) const {
+      return exists == o.exists && dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns &&
+             ctime_ns == o.ctime_ns;
+    }
+  };
+  static Stamp stamp_of(const fs::path& file);
+  std::map<fs::path, Stamp> stamps_;
+};
+
 class Batch {
  public:
   explicit Batch(const BatchOptions& o) : opts_(o) {}
@@ -111,6 +142,7 @@ class Batch {
   BuildOptions find_root_and_gpus();
   void load_labs();
   void build_gate_objects(const BuildOptions& bo);
+  void record_build_inputs();
   void prepare_object_checks();
   void choose_sandbox();
   std::set<fs::path> set_read_only_paths();
@@ -125,6 +157,9 @@ class Batch {
   void run_gates_of(Submission& s, int slot, const std::string& gpu, int worker);
   void finish(Submission& s);
   void set_running(int worker, bool running);  // for the ETA: when the worker's current run started
+  // False once any of inputs_ changed (the first change is kept in build_change_): no grade of this batch may then
+  // come from the build as it is now.
+  bool build_unchanged();
   void write_class_outputs();
 
   BatchOptions opts_;
@@ -143,6 +178,9 @@ class Batch {
   int compilers_ = 1;                    // students compiled at once (run() sets it)
   std::vector<std::optional<Clock::time_point>> running_since_;  // per worker, its run under way (guarded by mu_)
   std::string nm_, objdump_;
+  BuildInputs inputs_;  // what the grades come from (record_build_inputs), checked around every student
+  std::atomic<bool> build_changed_{false};
+  std::string build_change_;  // the first change seen (guarded by mu_)
 
   std::mutex mu_;
   std::size_t done_ = 0, not_full_ = 0, errors_ = 0, compiled_ = 0;

@@ -33,6 +33,7 @@ void Batch::setup() {
   build_ = prepare_build(bo);
   load_labs();
   build_gate_objects(bo);
+  record_build_inputs();
   prepare_object_checks();
   choose_sandbox();
   hide_from_sandbox(set_read_only_paths());
@@ -149,6 +150,61 @@ void Batch::build_gate_objects(const BuildOptions& bo) {
                           " does not exist (build the lab first, or drop --no-build)");
 }
 
+void Batch::record_build_inputs() {
+  for (const auto& l : labs_) {
+    const Recipe& r = l.recipe;
+    inputs_.add(r.file);
+    for (const auto* list : {&r.gate_objects, &r.skeleton_objects, &r.link_libraries})
+      for (const auto& f : *list)
+        if (!f.empty() && f[0] == '/') inputs_.add(f);
+    for (const auto& tool : {r.compiler(), r.link.empty() ? std::string() : r.link.front()})
+      if (!tool.empty() && tool[0] == '/') inputs_.add(tool);
+    // The headers of the workbook a student's file can include (its -I folders, the lab's folder): not those of
+    // the system or of the build folder (whose objects are already counted).
+    for (const auto& dir : r.referenced_paths())
+      if (starts_with(dir.string(), (build_.root / "").string()) && !starts_with(dir.string(), (build_.dir / "").string()))
+        inputs_.add_headers(dir);
+  }
+}
+
+BuildInputs::Stamp BuildInputs::stamp_of(const fs::path& file) {
+  Stamp s;
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return s;
+  s.exists = true;
+  s.dev = st.st_dev;
+  s.ino = st.st_ino;
+  s.size = static_cast<std::uint64_t>(st.st_size);
+  s.mtime_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  s.ctime_ns = std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return s;
+}
+
+void BuildInputs::add(const fs::path& file) { stamps_.emplace(file, stamp_of(file)); }
+
+void BuildInputs::add_headers(const fs::path& dir, int depth) {
+  static const std::set<std::string> kHeader = {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".tpp"};
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it.depth() >= depth) it.disable_recursion_pending();
+    if (it->is_regular_file(ec) && kHeader.count(it->path().extension().string())) add(it->path());
+  }
+}
+
+std::string BuildInputs::first_change() const {
+  for (const auto& [file, was] : stamps_) {
+    const Stamp now = stamp_of(file);
+    if (now == was) continue;
+    const char* how = !was.exists ? "appeared"
+                      : !now.exists ? "was deleted"
+                      : now.dev != was.dev || now.ino != was.ino ? "was replaced"
+                                                                 : "was rewritten";
+    return file.string() + " " + how;
+  }
+  return {};
+}
+
 void Batch::prepare_object_checks() {
   // The static check of student objects (objcheck.h) needs binutils, and the names the gate binary's shared
   // libraries export (a weak definition of one of those in a student object would replace it).
@@ -198,6 +254,16 @@ void Batch::choose_sandbox() {
     opts_.max_processes = std::max(256, 4 * static_cast<int>(std::thread::hardware_concurrency()) + 64);
   std::uint64_t mem = static_cast<std::uint64_t>(opts_.memory_gib * kGiB);
   sandbox_ = detect_sandbox(opts_.sandbox, mem, static_cast<std::uint64_t>(opts_.max_processes));
+  // Every sandboxed process (compiler, nm, gate binary) starts through this executable (`__sandbox-exec`): a private
+  // copy, so that relinking labgrade while a batch runs (the linker writes a new file in its place) cannot make
+  // those starts fail, or run another grader's code, half-way through a student.
+  fs::path helper = opts_.out / ".work" / "bin" / "labgrade";
+  fs::create_directories(helper.parent_path());
+  ::chmod(helper.parent_path().c_str(), 0755);
+  fs::copy_file(sandbox_.helper, helper.string() + ".new", fs::copy_options::overwrite_existing);
+  ::chmod((helper.string() + ".new").c_str(), 0755);
+  fs::rename(helper.string() + ".new", helper);
+  sandbox_.helper = helper;
   // "auto" must never quietly mean "nothing": without bubblewrap a submission can #include the reference
   // solution or read the hidden gates, so grading untrusted work that way takes an explicit --sandbox none.
   if (opts_.sandbox == "auto" && sandbox_.mode != SandboxMode::bwrap)

@@ -400,6 +400,152 @@ TEST_CASE("with one compile job every healthy student of a batch still gets full
   check_against_fixtures(out, {}, names);
 }
 
+TEST_CASE("a batch grades with the build it started with: a relinked labgrade changes nothing, a rebuilt gate object "
+          "stops it before any grade mixes two builds",
+          "[batch_build]") {
+  // Seven healthy students, one worker. The batch runs from a copy of labgrade and a recipe whose gate objects are
+  // copies, so that the test can "rebuild" them without touching the build the other tests use.
+  test::TempDir dir("rebuild");
+  GraderTree tree = private_fakelab(dir.path);
+  auto recipe = nlohmann::json::parse(read_file(tree.grading / "lab99.json"));
+  fs::create_directories(dir.path / "objects");
+  std::vector<fs::path> objects;
+  for (auto& o : recipe["gate_objects"]) {
+    objects.push_back(dir.path / "objects" / fs::path(o.get<std::string>()).filename());
+    fs::copy_file(o.get<std::string>(), objects.back());
+    o = objects.back().string();
+  }
+  write_file_atomic(tree.grading / "lab99.json", recipe.dump(2));
+  const fs::path exe = dir.path / "bin" / "labgrade";
+  fs::create_directories(exe.parent_path());
+  fs::copy_file(test::labgrade_exe(), exe);
+  fs::path subs = dir.path / "submissions", out = dir.path / "out";
+  std::vector<std::string> names;
+  for (int k = 1; k <= 7; ++k) {
+    names.push_back("solution_" + std::to_string(k));
+    materialise_solutions(subs / names.back(), {test::fakelab_root()});
+  }
+  auto done = [&] {
+    std::vector<std::string> d;
+    for (const auto& n : names)
+      if (fs::exists(out / n / "result.json")) d.push_back(n);
+    return d;
+  };
+  ProcessSpec ps;
+  ps.argv = batch_args(subs, out, tree, sandbox_args(), 1);
+  ps.argv[0] = exe.string();
+  ps.inherit_env = true;
+  ps.output = dir.path / "first.log";
+  std::optional<ExitInfo> ended;
+  std::string steps;  // what happened when, for the failure message
+  {
+    Process first(ps);
+    const auto started = std::chrono::steady_clock::now();
+    const auto deadline = started + std::chrono::minutes(10);
+    auto wait_for = [&](std::size_t n) {
+      while (done().size() < n && !(ended = first.poll()) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      steps += std::to_string(done().size()) + " done after " +
+               std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()) +
+               " s" + (ended ? " (the batch had ended: " + ended->describe() + ")" : "") + "; ";
+    };
+    // A relink of labgrade: the linker writes a new file in the old one's place. The batch's sandboxed processes
+    // start through its private copy, so what comes after grades as before.
+    wait_for(1);
+    fs::remove(exe);
+    write_file_atomic(exe, "#!/bin/sh\necho 'a relinked labgrade ran' >&2\nexit 1\n");
+    fs::permissions(exe, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
+    // A rebuilt gate object (same bytes, a new file): the students from here on would link with another build.
+    wait_for(3);
+    write_file_atomic(objects.front(), read_file(objects.front()));
+    steps += "gate object rewritten; ";
+    while (!ended && std::chrono::steady_clock::now() < deadline) {
+      ended = first.poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!ended) first.kill_all();
+  }
+  const std::string log = read_file(dir.path / "first.log");
+  INFO(steps);
+  INFO("the first batch's output:\n" << log);
+  REQUIRE(ended);
+  const auto graded = done();
+  CHECK(graded.size() >= 3);
+  REQUIRE(graded.size() < names.size());  // else the rebuild came after the last student: nothing was tested
+  CHECK(ended->exited);
+  CHECK(ended->code == 1);
+  CHECK_THAT(log, ContainsSubstring(objects.front().string() + " was replaced while the batch ran"));
+  CHECK_THAT(log, ContainsSubstring("stopped early"));
+  CHECK_THAT(log, !ContainsSubstring("a relinked labgrade ran"));
+  check_against_fixtures(out, {}, graded);  // every grade written is full marks: none from a mixed build
+  std::map<std::string, fs::file_time_type> first_times;
+  for (const auto& n : graded) first_times[n] = fs::last_write_time(out / n / "result.json");
+  for (const auto& n : names) {
+    if (std::count(graded.begin(), graded.end(), n)) continue;
+    INFO(n);
+    // Left for the rerun: never started, or stopped with a grader error that names the change.
+    if (fs::exists(out / n / "grader-error.txt"))
+      CHECK_THAT(read_file(out / n / "grader-error.txt"), ContainsSubstring("the build changed"));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // distinguishable modification times
+
+  // The rerun (the build done) grades the rest, and only them.
+  auto r = run_command(batch_args(subs, out, tree, sandbox_args()), 900);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, ContainsSubstring(std::to_string(graded.size()) + " already graded"));
+  check_against_fixtures(out, {}, names);
+  for (const auto& [n, t] : first_times) CHECK(fs::last_write_time(out / n / "result.json") == t);
+}
+
+TEST_CASE("the inputs a batch grades with: a rewritten, replaced, deleted or new file is a change; others are not",
+          "[batch_eta]") {
+  test::TempDir dir("inputs");
+  fs::create_directories(dir.path / "lab" / "tests" / "deep" / "er" / "still");
+  for (const char* f : {"lab/gate.o", "lab/lab.h", "lab/tests/util.cuh", "lab/README.md",
+                        "lab/tests/deep/er/still/too_deep.h"})
+    write_file_atomic(dir.path / f, "x");
+  auto inputs = [&] {
+    detail::BuildInputs in;
+    in.add(dir.path / "lab/gate.o");
+    in.add(dir.path / "lab/later.o");  // not there yet
+    in.add_headers(dir.path / "lab");
+    return in;
+  };
+  CHECK(inputs().size() == 4);  // gate.o, later.o, lab.h, util.cuh: no README, nothing four folders down
+  CHECK(inputs().first_change().empty());
+  {
+    auto in = inputs();
+    write_file_atomic(dir.path / "lab/README.md", "edited");  // not something a grade comes from
+    write_file_atomic(dir.path / "lab/tests/deep/er/still/too_deep.h", "edited");
+    CHECK(in.first_change().empty());
+  }
+  {
+    auto in = inputs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ofstream(dir.path / "lab/lab.h", std::ios::app) << "";  // opened for writing, then closed: no change
+    CHECK(in.first_change().empty());
+    std::ofstream(dir.path / "lab/lab.h", std::ios::trunc) << "x";  // the same bytes written again in place
+    CHECK_THAT(in.first_change(), ContainsSubstring("lab.h was rewritten"));
+  }
+  {
+    auto in = inputs();
+    write_file_atomic(dir.path / "lab/tests/util.cuh", "x");  // a new file renamed into place, as a build writes
+    CHECK_THAT(in.first_change(), ContainsSubstring("util.cuh was replaced"));
+  }
+  {
+    auto in = inputs();
+    write_file_atomic(dir.path / "lab/later.o", "x");
+    CHECK_THAT(in.first_change(), ContainsSubstring("later.o appeared"));
+  }
+  {
+    auto in = inputs();
+    fs::remove(dir.path / "lab/gate.o");
+    CHECK_THAT(in.first_change(), ContainsSubstring("gate.o was deleted"));
+  }
+}
+
 TEST_CASE("without bubblewrap the batch refuses to grade unless told --sandbox none, and then every report says so", "[batch]") {
   test::TempDir dir("nosandbox");
   GraderTree tree = private_fakelab(dir.path);
