@@ -200,6 +200,10 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
     // the student's own.
     spec.extra_compile_flags = {"-DCCCL_DISABLE_NVTX", "-DNVTX_DISABLE"};
     spec.write_dependencies = true;
+    for (std::size_t k = 0; k < r.student_sources.size(); ++k) {  // made before the build folder goes to the slot
+      spec.compile_tmp.push_back(build / "tmp" / (lab_tag(r) + "." + std::to_string(k + 1)));
+      fs::create_directories(spec.compile_tmp.back());
+    }
     spec.inspect = [this, &plan, ps = spec.process](const std::string& src, const fs::path& obj) {
       return inspect_object(ps, plan, src, obj);
     };

@@ -57,6 +57,11 @@ struct LabBuildSpec {
   JobTokens* tokens = nullptr;
   std::size_t token_order = 0;  // this build's place among the tokens' waiters (the student's, then the lab's)
   std::vector<std::string> extra_compile_flags;  // grader-only flags (batch: NVTX off for the object check)
+  // Per student source, the TMPDIR of its compile (a folder the caller made, writable by the slot); empty: the one
+  // in process.env. nvcc names its temporary files after its process id and, as it exits, deletes every file of that
+  // name's prefix: in a PID namespace (bubblewrap) every compiler has the same id, so compiles side by side in one
+  // folder deleted each other's files ("...cudafe1.cpp: No such file or directory", a healthy step build_failed).
+  std::vector<fs::path> compile_tmp;
   // Each compile also writes the headers its file included (`-MD -MF <object>.d`), for inspect: which libraries
   // the file brought in cannot be renamed away, unlike the names of the kernels they compile into it.
   bool write_dependencies = false;

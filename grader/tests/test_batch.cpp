@@ -400,6 +400,63 @@ TEST_CASE("with one compile job every healthy student of a batch still gets full
   check_against_fixtures(out, {}, names);
 }
 
+TEST_CASE("each compile of a batch has a temporary folder of its own: nvcc's files of one compile are not another's",
+          "[batch_slots]") {
+  // nvcc names its temporary files after its process id and deletes every file of that prefix as it exits; in a PID
+  // namespace (bubblewrap) every compiler has the same id, so the files of a student compiled side by side in one
+  // TMPDIR deleted each other's ("tmpxft_00000002_..._fake.compute_90.ptx could not be opened": healthy steps
+  // build_failed, two of nine healthy students here at -j 4, more on a GPU machine's 32 jobs). The compiles run
+  // through a wrapper that writes the TMPDIR it was given next to its object.
+  test::TempDir dir("compiletmp");
+  GraderTree tree = private_fakelab(dir.path);
+  auto recipe = nlohmann::json::parse(read_file(tree.grading / "lab99.json"));
+  const std::string nvcc = load_recipe(tree.grading / "lab99.json").compiler();
+  const fs::path wrapper = dir.path / "bin" / "compile-and-record-tmpdir";
+  write_file_atomic(wrapper, "#!/bin/sh\nobj= prev=\nfor a do [ \"$prev\" = -o ] && obj=$a; prev=$a; done\n"
+                             "printf '%s' \"$TMPDIR\" > \"$obj.tmpdir\"\nexec " + nvcc + " \"$@\"\n");
+  fs::permissions(wrapper, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                               fs::perms::others_read | fs::perms::others_exec);
+  auto db = nlohmann::json::parse(read_file(recipe["compile_commands"].get<std::string>()));
+  for (auto& e : db)
+    if (e.contains("command") && starts_with(e["command"].get<std::string>(), nvcc + " "))
+      e["command"] = wrapper.string() + e["command"].get<std::string>().substr(nvcc.size());
+  write_file_atomic(dir.path / "compile_commands.json", db.dump());
+  recipe["compile_commands"] = (dir.path / "compile_commands.json").string();
+  write_file_atomic(tree.grading / "lab99.json", recipe.dump(2));
+  REQUIRE(load_recipe(tree.grading / "lab99.json").compiler() == wrapper.string());
+
+  fs::path subs = dir.path / "submissions", out = dir.path / "out";
+  std::vector<std::string> names;
+  for (int k = 1; k <= 6; ++k) {
+    names.push_back("solution_" + std::to_string(k));
+    materialise_solutions(subs / names.back(), {test::fakelab_root()});
+  }
+  auto args = batch_args(subs, out, tree, sandbox_args(), 1, 4);  // three files of a student compile side by side
+  args.push_back("--keep-scratch");
+  auto r = run_command(args, 1200);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  check_against_fixtures(out, {}, names);
+  std::size_t seen = 0;
+  for (const auto& e : fs::directory_iterator(out / ".work")) {
+    if (!fs::is_directory(e.path() / "build" / "obj")) continue;
+    std::set<std::string> tmpdirs;
+    std::size_t compiles = 0;
+    for (const auto& f : fs::recursive_directory_iterator(e.path() / "build" / "obj"))
+      if (f.path().extension() == ".tmpdir") {
+        ++compiles;
+        const std::string t = read_file(f.path());
+        INFO(f.path() << ": TMPDIR " << t);
+        CHECK(starts_with(t, (e.path() / "build" / "tmp" / "").string()));
+        tmpdirs.insert(t);
+      }
+    CHECK(compiles == 3);
+    CHECK(tmpdirs.size() == compiles);  // none shared
+    seen += compiles > 0;
+  }
+  CHECK(seen == names.size());
+}
+
 TEST_CASE("a batch grades with the build it started with: a relinked labgrade changes nothing, a rebuilt gate object "
           "stops it before any grade mixes two builds",
           "[batch_build]") {
