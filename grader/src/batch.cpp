@@ -187,6 +187,7 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
     // of a nice-0 process's CPU share), not 10 (a tenth): at 10 a machine busy with anything else starved them, and
     // the batch tests under full load on 2 cores took 1,150-1,350 s against 944 s at 5.
     spec.process.limits.nice = 5;
+    if (!cpus_.speed.empty()) spec.process.limits.cpus = cpus_.shared;  // never on a worker's speed CPUs
     spec.timeout_s = opts_.compile_timeout;
     spec.jobs = jobs_;  // every file at once if the tokens allow
     spec.src_dir = src_dir;
@@ -334,6 +335,13 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
     spec.process.limits.processes =
         static_cast<std::uint64_t>(opts_.max_processes) * static_cast<std::uint64_t>(lab_jobs_);
     spec.process.limits.file_size = 64u << 20;
+    if (!cpus_.speed.empty()) {
+      spec.process.limits.cpus = cpus_.runs_of(worker);
+      // A launcher's ranks (lab 09: four MPI ranks, each busy-polling) need more CPUs than are kept: their speed
+      // process runs where the lab's other runs do, the kept CPUs first (they are the idle ones).
+      if (plan.recipe.launcher.empty())
+        spec.speed_cpus = cpus_.speed.at(static_cast<std::size_t>(worker) % cpus_.speed.size());
+    }
   };
   // Every lab's speed gates first, one lab after another with the GPU to itself (run_speed_gates, grade.h), each as
   // soon as the lab is built, while the student's other labs still compile (at niceness +5, as the next students'

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -78,6 +79,22 @@ struct BatchSlots {
   int worker_slot(int worker) const { return compilers + worker; }
 };
 BatchSlots batch_slots(int jobs, int workers);
+
+// Which CPUs a batch's processes run on. A speed gate's host side (its launches, its host round trips between
+// kernels: lab 07's CG waits for alpha and beta every iteration) is timed with the kernels, and a CPU shared with the
+// next students' compiles or another worker's CPU references makes it wait now and then: on two H200s with 32 compile
+// jobs a healthy lab 07 step 4 once ran at 0.39x of the bytes-moved floor (1.02x alone) and lost its 10 points. So on
+// a machine with CPUs to spare, each worker keeps `speed[w]` (whole cores) for its speed gates alone; its other runs
+// may use them too (a worker's speed process runs only while nothing else of its GPU does), and the compiles and
+// every other worker's runs keep to `shared`. `speed` is empty (nothing kept) with fewer than 8 CPUs per worker: 4
+// kept from 16 CPUs per worker, else 2. `core_of(cpu)`: the CPUs of that CPU's core (hyper-threads), kept together.
+struct CpuPlan {
+  std::vector<int> shared;
+  std::vector<std::vector<int>> speed;  // per worker; empty: none kept
+  std::vector<int> runs_of(int worker) const;  // a worker's untimed runs: shared and its own
+};
+CpuPlan plan_cpus(const std::vector<int>& allowed, int workers,
+                  const std::function<std::vector<int>(int)>& core_of);
 
 // `--gpus`: the workers' GPUs, comma-separated; GPUs joined by '+' go to one worker, which sees them all (for labs
 // whose multi-GPU gates need them): "0,1" is two workers of one GPU each, "0+1" one worker of two. Returns each
@@ -175,6 +192,7 @@ class Batch {
   int lock_fd_ = -1;
   JobTokens* compile_tokens_ = nullptr;  // the compile jobs, shared by every student compiling (run() sets it)
   BatchSlots slots_;                     // which uid slot compiles and runs use (plan_slots)
+  CpuPlan cpus_;                         // which CPUs compiles and runs use (plan_slots)
   int compilers_ = 1;                    // students compiled at once (run() sets it)
   std::vector<std::optional<Clock::time_point>> running_since_;  // per worker, its run under way (guarded by mu_)
   std::string nm_, objdump_;

@@ -351,6 +351,14 @@ void Batch::plan_slots() {
   jobs_ = opts_.jobs > 0 ? opts_.jobs : std::max(1u, std::thread::hardware_concurrency());
   workers_ = opts_.workers > 0 ? opts_.workers : std::max<int>(1, static_cast<int>(gpus_.size()));
   slots_ = batch_slots(jobs_, workers_);
+  if (!gpus_.empty()) cpus_ = plan_cpus(allowed_cpus(), workers_, core_siblings);
+  else cpus_.shared = allowed_cpus();
+  for (std::size_t w = 0; w < cpus_.speed.size(); ++w) {
+    std::vector<std::string> ids;
+    for (int c : cpus_.speed[w]) ids.push_back(std::to_string(c));
+    std::cerr << "labgrade: worker " << w << "'s speed gates run on CPU(s) " << join(ids, ",")
+              << " (no compile or other worker's run uses them)\n";
+  }
   reserve_uid_block(sandbox_, slots_.reserved);
   lab_jobs_ = opts_.lab_jobs > 0 ? opts_.lab_jobs
                                  : default_lab_jobs(gpus_.empty() ? 0 : gpu_gib_, usable_cpus() / workers_, labs_.size());
@@ -462,6 +470,42 @@ void Batch::preflight() {
                       "--sandbox none");
   }
   fs::remove_all(scratch);
+}
+
+CpuPlan plan_cpus(const std::vector<int>& allowed, int workers, const std::function<std::vector<int>(int)>& core_of) {
+  CpuPlan p;
+  p.shared = allowed;
+  workers = std::max(1, workers);
+  const std::size_t per_worker = allowed.size() / static_cast<std::size_t>(workers);
+  const std::size_t keep = per_worker >= 16 ? 4 : per_worker >= 8 ? 2 : 0;
+  if (keep == 0) return p;
+  // Whole cores from the highest-numbered CPUs down (the first CPUs take the system's interrupts and daemons).
+  std::set<int> free(allowed.begin(), allowed.end());
+  p.speed.assign(static_cast<std::size_t>(workers), {});
+  for (auto& mine : p.speed) {
+    for (auto it = free.rbegin(); it != free.rend() && mine.size() < keep;) {
+      std::vector<int> core;
+      for (int c : core_of(*it))
+        if (free.count(c)) core.push_back(c);
+      if (core.empty()) core = {*it};
+      for (int c : core) free.erase(c);
+      mine.insert(mine.end(), core.begin(), core.end());
+      it = free.rbegin();
+    }
+    std::sort(mine.begin(), mine.end());
+  }
+  p.shared.assign(free.begin(), free.end());
+  if (p.shared.empty()) return CpuPlan{allowed, {}};  // (not with 8 or more per worker)
+  return p;
+}
+
+std::vector<int> CpuPlan::runs_of(int worker) const {
+  if (speed.empty()) return shared;
+  std::vector<int> all = shared;
+  const auto& mine = speed.at(static_cast<std::size_t>(worker) % speed.size());
+  all.insert(all.end(), mine.begin(), mine.end());
+  std::sort(all.begin(), all.end());
+  return all;
 }
 
 BatchSlots batch_slots(int jobs, int workers) {

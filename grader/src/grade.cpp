@@ -37,6 +37,7 @@ GateRunSpec process_spec(const GateRunSpec& spec, bool speed, bool hidden, doubl
   s.log_tag = spec.log_tag + (speed ? "-speed" : "") + (hidden ? "-hidden" : "");
   s.time_limit_s = std::max(1e-3, spec.time_limit_s - used);
   s.held = nullptr;
+  if (speed && !spec.speed_cpus.empty()) s.process.limits.cpus = spec.speed_cpus;
   return s;
 }
 

@@ -8,9 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "util.h"
 
 namespace labgrade {
 
@@ -80,6 +83,35 @@ int usable_cpus() {
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
+}
+
+std::vector<int> allowed_cpus() {
+  std::vector<int> out;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+std::vector<int> core_siblings(int cpu) {
+  // "0,16" or "0-1" (a list of ranges)
+  std::ifstream in("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
+  std::string text;
+  std::vector<int> out;
+  if (std::getline(in, text))
+    for (const auto& part : split(text, ',')) {
+      const auto dash = part.find('-');
+      try {
+        const int a = std::stoi(part.substr(0, dash)), b = dash == std::string::npos ? a : std::stoi(part.substr(dash + 1));
+        for (int c = a; c <= b && c - a < 4096; ++c) out.push_back(c);
+      } catch (...) {
+        return {cpu};
+      }
+    }
+  if (std::find(out.begin(), out.end(), cpu) == out.end()) return {cpu};
+  return out;
 }
 
 ProgressClock::ProgressClock(pid_t root) : root_(root), start_(Clock::now()), last_sample_(start_) {}

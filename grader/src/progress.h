@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <unordered_map>
+#include <vector>
 
 namespace labgrade {
 
@@ -61,5 +62,8 @@ struct ProgressMark {
 
 // The number of CPUs this process may run on (sched_getaffinity), at least 1.
 int usable_cpus();
+// Those CPUs by number, and for each the CPUs of its core (sysfs thread_siblings_list; just itself when unreadable).
+std::vector<int> allowed_cpus();
+std::vector<int> core_siblings(int cpu);
 
 }  // namespace labgrade

@@ -47,6 +47,9 @@ struct GateRunSpec {
   // or student turns them off (--no-sanitizer-checks); the rubric's sanitizer_time_limit_s per tool.
   bool sanitizer_checks = true;
   double sanitizer_time_limit_s = 120;
+  // The CPUs of the speed gates' process (empty: process.limits.cpus, as every other process): a batch keeps them
+  // free of compiles and of other workers' runs, so that a timed step's host round trips never wait for a CPU.
+  std::vector<int> speed_cpus;
   // Called on the grader's thread each time a gate starts (its id), for a progress display; may be empty.
   std::function<void(const std::string& gate)> on_gate_start;
   // The first attempt's process, already started and waiting for its turn (start_held); used when it was started

@@ -37,6 +37,9 @@ struct ResourceLimits {
   // Added to the grader's niceness: a batch's compiles of the next students yield the CPUs to the gate runs beside
   // them (their CPU references, the sanitizers, a speed gate's launches). An unprivileged child cannot lower it again.
   int nice = 0;
+  // The CPUs the process and everything it starts may run on (sched_setaffinity; empty: the grader's own). A batch
+  // keeps some CPUs for its speed gates alone (plan_cpus, batch_internal.h).
+  std::vector<int> cpus;
 };
 
 enum class SandboxMode { none, bwrap };

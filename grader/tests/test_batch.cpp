@@ -816,6 +816,54 @@ TEST_CASE("a batch's compiles and its workers never share a uid slot for any -j 
     }
 }
 
+TEST_CASE("a batch keeps whole cores for each worker's speed gates where it has CPUs to spare", "[batch_eta]") {
+  auto range = [](int a, int b) {
+    std::vector<int> v;
+    for (int c = a; c < b; ++c) v.push_back(c);
+    return v;
+  };
+  const auto alone = [](int c) { return std::vector<int>{c}; };
+  const auto ht16 = [](int c) { return std::vector<int>{c % 16, c % 16 + 16}; };  // CPU c and c+16 share a core
+  SECTION("two CPUs (CI), or fewer than 8 per worker: nothing kept") {
+    for (const auto& [n, workers] : std::vector<std::pair<int, int>>{{2, 1}, {7, 1}, {12, 2}, {30, 4}}) {
+      auto p = detail::plan_cpus(range(0, n), workers, alone);
+      CHECK(p.speed.empty());
+      CHECK(p.shared == range(0, n));
+      CHECK(p.runs_of(0) == range(0, n));
+    }
+  }
+  SECTION("one GPU, 16 CPUs: 4 kept, the highest") {
+    auto p = detail::plan_cpus(range(0, 16), 1, alone);
+    REQUIRE(p.speed.size() == 1);
+    CHECK(p.speed[0] == range(12, 16));
+    CHECK(p.shared == range(0, 12));
+    CHECK(p.runs_of(0) == range(0, 16));
+  }
+  SECTION("8 CPUs: 2 kept") {
+    auto p = detail::plan_cpus(range(0, 8), 1, alone);
+    CHECK(p.speed == std::vector<std::vector<int>>{{6, 7}});
+  }
+  SECTION("two workers on 32 hyper-threads: whole cores, none in two sets") {
+    auto p = detail::plan_cpus(range(0, 32), 2, ht16);
+    REQUIRE(p.speed.size() == 2);
+    CHECK(p.speed[0] == std::vector<int>{14, 15, 30, 31});
+    CHECK(p.speed[1] == std::vector<int>{12, 13, 28, 29});
+    CHECK(p.shared.size() == 24);
+    std::set<int> seen;
+    for (const auto& set : {p.shared, p.speed[0], p.speed[1]})
+      for (int c : set) CHECK(seen.insert(c).second);
+    auto r1 = p.runs_of(1);
+    CHECK(std::count(r1.begin(), r1.end(), 28) == 1);
+    CHECK(std::count(r1.begin(), r1.end(), 30) == 0);  // not the other worker's
+  }
+  SECTION("only the CPUs the grader may use") {
+    std::vector<int> odd;
+    for (int c = 1; c < 40; c += 2) odd.push_back(c);  // 20 CPUs
+    auto p = detail::plan_cpus(odd, 1, alone);
+    CHECK(p.speed == std::vector<std::vector<int>>{{33, 35, 37, 39}});
+  }
+}
+
 TEST_CASE("the batch's ETA follows the slower stage of the pipeline", "[batch_eta]") {
   using detail::batch_eta;
   // Measured on 2 cores (16 copies of the fake lab's solution, -j 2, one worker): every student compiled in about

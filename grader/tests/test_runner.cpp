@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "grade.h"
+#include "progress.h"
 #include "runner.h"
 #include "sandbox.h"
 #include "test_support.h"
@@ -42,6 +43,7 @@ if [ -n "$LABKIT_HOLD_START" ]; then  # started ahead of its turn (start_held): 
   [ -n "$ORDER" ] && echo "released" >> "$ORDER"
 fi
 [ -n "$ORDER" ] && echo "start ${LABKIT_SANITIZER:-run} $1" >> "$ORDER"  # which process ran when (gates, tool)
+if [ -n "$CPUS_LOG" ]; then c=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status); echo "$1 $c" >> "$CPUS_LOG"; fi
 [ "$SCENARIO" = startup ] && kill -SEGV $$
 emit '{"event":"run_start","lab":"98","seed":7,"device":"none","rubric":"r"}'
 for g in "${gates[@]}"; do
@@ -406,6 +408,25 @@ TEST_CASE("the default checks run each tool once over a healthy lab and fail not
   CHECK_THAT(notes, ContainsSubstring("memcheck: 3 gate(s) checked"));
   CHECK_THAT(notes, ContainsSubstring("racecheck: 3 gate(s) checked"));
   CHECK(f.lab.sanitizer.empty());
+}
+
+TEST_CASE("the speed gates' process runs on the CPUs kept for it, the lab's other runs on theirs", "[runner]") {
+  const std::vector<int> cpus = allowed_cpus();
+  REQUIRE(!cpus.empty());
+  Fixture f("");
+  f.lab.gates[0].kind = "speed";  // a; b and c stay cpu gates
+  f.spec.sanitizer_checks = false;
+  const fs::path log = f.dir.path / "cpus";
+  f.spec.process.env.emplace_back("CPUS_LOG", log.string());
+  f.spec.process.limits.cpus = {cpus.front()};
+  f.spec.speed_cpus = {cpus.back()};
+  run_and_score(f.lab, f.spec, false, false, nullptr);
+  for (const auto& g : f.lab.gates) CHECK(g.status == Status::passed);
+  const auto lines = split_lines(read_file(log));
+  INFO(join(lines, "\n"));
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "a " + std::to_string(cpus.back()));  // the speed process first
+  CHECK(lines[1] == "b,c " + std::to_string(cpus.front()));
 }
 
 TEST_CASE("a lab's hidden gates start after every visible process has ended, the checks included",
