@@ -288,6 +288,14 @@ std::vector<FixtureCheck> check_fixtures(const fs::path& out, const std::vector<
         auto want = expected_statuses(*fixture, g, have_gpu);
         FixtureCheck c{student, l.lab, g.id, join_statuses(want), to_string(g.status), false, ""};
         c.ok = std::find(want.begin(), want.end(), g.status) != want.end();
+        // A multi-GPU gate on a machine (or a batch worker) with fewer GPUs says so and skips: not what the fixture
+        // is about. (grader/tests/device_fixtures.sh gives one worker every GPU, so on two GPUs these gates run.)
+        if (!c.ok && have_gpu && g.status == Status::skipped &&
+            std::find(want.begin(), want.end(), Status::passed) != want.end() &&
+            starts_with(g.message, "this gate needs") && contains(g.message, "GPU")) {
+          c.ok = true;
+          c.got += " (fewer GPUs)";
+        }
         if (!c.ok) c.why = trim_message(g.message, 2, 200);
         auto m = fixture->expect_message.find(g.id);
         // The diagnosis of a gate that could not run here (no GPU) is not the one the fixture is about.

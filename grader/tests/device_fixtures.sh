@@ -32,11 +32,18 @@ echo "== materialising the fixtures in $work/submissions"
 rm -rf "$work/submissions" "$work/out"
 "$labgrade" --repo "$root" fixtures materialise "$work/submissions" --solution-copies 2
 
-echo "== labgrade batch (logs: $work/batch.log)"
+# Labs 08 and 09 have gates that need two GPUs: on a machine with two or more, one worker gets them all (--gpus
+# 0+1+...), as an instructor grading those labs would run it (a worker per GPU would skip those gates for everyone).
+extra=()
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+if [ "${gpus:-0}" -ge 2 ] && ! printf '%s\n' "$@" | grep -q -- '^--gpus'; then
+  extra=(--gpus "$(seq -s + 0 $((gpus - 1)))")
+fi
+echo "== labgrade batch ${extra[*]} (logs: $work/batch.log)"
 start=$(date +%s)
 set +e
 "$labgrade" --repo "$root" batch "$work/submissions" --out "$work/out" --build-dir "$build" \
-  --grading-dir "$build/grading" --grading-dir "$build/grader/fakelab/grading" "$@" 2>&1 | tee "$work/batch.log"
+  --grading-dir "$build/grading" --grading-dir "$build/grader/fakelab/grading" "${extra[@]}" "$@" 2>&1 | tee "$work/batch.log"
 batch_rc=${PIPESTATUS[0]}
 set -e
 echo "== batch exit status $batch_rc after $(( $(date +%s) - start )) s; reports in $work/out (report.md, gradebook.csv, junit.xml)"

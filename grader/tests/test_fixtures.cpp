@@ -83,6 +83,37 @@ TEST_CASE("without a GPU - GPU gates are expected to be skipped", "[fixtures]") 
   CHECK(expected_statuses(startup, gpu, false) == std::vector<Status>{Status::crashed});
 }
 
+TEST_CASE("on a GPU machine a multi-GPU gate skipped for want of GPUs is no failure; any other skip is",
+          "[fixtures]") {
+  test::TempDir dir("fewgpus");
+  SubmissionResult r;
+  r.student = "solution_1";
+  LabResult lab;
+  lab.lab = "08";
+  lab.name = "08_multi_gpu_cg";
+  auto gate = [](const std::string& id, Status st, const std::string& message) {
+    GateResult g;
+    g.id = id;
+    g.kind = "correctness";
+    g.status = st;
+    g.message = message;
+    return g;
+  };
+  lab.gates = {gate("step1.correct", Status::passed, ""),
+               gate("step2.multi_gpu", Status::skipped, "this gate needs at least 2 GPUs; 1 found (...)"),
+               gate("step3.speed", Status::skipped, "this gate needs 2 processes on 2 GPUs; this machine has 1 GPU"),
+               gate("step4.correct", Status::skipped, "no CUDA device")};
+  r.labs.push_back(lab);
+  write_file_atomic(dir.path / "solution_1" / "result.json", to_json(r).dump());
+  auto checks = check_fixtures(dir.path, {}, true, {"solution_1"});
+  REQUIRE(checks.size() == 4);
+  CHECK(checks[0].ok);
+  CHECK(checks[1].ok);
+  CHECK(checks[1].got == "skipped (fewer GPUs)");
+  CHECK(checks[2].ok);
+  CHECK_FALSE(checks[3].ok);  // a GPU machine where CUDA saw none: that is a failure
+}
+
 TEST_CASE("only the recipe's student files are taken - never through a symbolic link", "[fixtures][batch]") {
   test::TempDir dir("copy");
   Recipe r;
