@@ -610,10 +610,13 @@ int Batch::run() {
         ready.pop_front();
         cv.notify_all();
       }
+      const auto not_graded = [&](const char* when) {
+        return std::string("not graded: the build changed ") + when + " (" + build_change_ +
+               "); run the batch again once the build is done";
+      };
       if (s->result.error.empty() && !build_unchanged()) {
         s->built.wait_finished();
-        s->result.error = "not graded: the build changed before this student's run (" + build_change_ +
-                          "); run the batch again once the build is done";
+        s->result.error = not_graded("before this student's run");
       }
       if (s->result.error.empty()) {
         std::string run_error;
@@ -633,8 +636,7 @@ int Batch::run() {
         // Checked after the run: a change during the compile or the run may have given this student a mix of two
         // builds (or a link against a half-written library), and nothing in the result would show it.
         if (s->result.error.empty() && !build_unchanged())
-          s->result.error = "not graded: the build changed while this student was graded (" + build_change_ +
-                            "); run the batch again once the build is done";
+          s->result.error = not_graded("while this student was graded");
       }
       s->built.wait_finished();
       try {

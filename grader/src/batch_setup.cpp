@@ -151,6 +151,7 @@ void Batch::build_gate_objects(const BuildOptions& bo) {
 }
 
 void Batch::record_build_inputs() {
+  std::set<fs::path> include_dirs;  // common/include is every lab's: walked once
   for (const auto& l : labs_) {
     const Recipe& r = l.recipe;
     inputs_.add(r.file);
@@ -163,8 +164,9 @@ void Batch::record_build_inputs() {
     // the system or of the build folder (whose objects are already counted).
     for (const auto& dir : r.referenced_paths())
       if (starts_with(dir.string(), (build_.root / "").string()) && !starts_with(dir.string(), (build_.dir / "").string()))
-        inputs_.add_headers(dir);
+        include_dirs.insert(dir);
   }
+  for (const auto& dir : include_dirs) inputs_.add_headers(dir);
 }
 
 BuildInputs::Stamp BuildInputs::stamp_of(const fs::path& file) {
@@ -351,8 +353,7 @@ void Batch::plan_slots() {
   jobs_ = opts_.jobs > 0 ? opts_.jobs : std::max(1u, std::thread::hardware_concurrency());
   workers_ = opts_.workers > 0 ? opts_.workers : std::max<int>(1, static_cast<int>(gpus_.size()));
   slots_ = batch_slots(jobs_, workers_);
-  if (!gpus_.empty()) cpus_ = plan_cpus(allowed_cpus(), workers_, core_siblings);
-  else cpus_.shared = allowed_cpus();
+  if (!gpus_.empty()) cpus_ = plan_cpus(allowed_cpus(), workers_, core_siblings);  // (no GPU: no speed gate)
   for (std::size_t w = 0; w < cpus_.speed.size(); ++w) {
     std::vector<std::string> ids;
     for (int c : cpus_.speed[w]) ids.push_back(std::to_string(c));

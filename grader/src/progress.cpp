@@ -77,14 +77,6 @@ bool thread_waits(pid_t pid, std::unordered_map<pid_t, unsigned long long>& out)
 
 }  // namespace
 
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
-}
-
 std::vector<int> allowed_cpus() {
   std::vector<int> out;
   cpu_set_t set;
@@ -93,6 +85,12 @@ std::vector<int> allowed_cpus() {
     for (int c = 0; c < CPU_SETSIZE; ++c)
       if (CPU_ISSET(c, &set)) out.push_back(c);
   return out;
+}
+
+int usable_cpus() {
+  if (const auto cpus = allowed_cpus(); !cpus.empty()) return static_cast<int>(cpus.size());
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
 }
 
 std::vector<int> core_siblings(int cpu) {
