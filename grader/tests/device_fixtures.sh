@@ -6,10 +6,14 @@
 # usage: grader/tests/device_fixtures.sh [BUILD_DIR] [extra `labgrade batch` options...]
 #   BUILD_DIR  the build folder (default: build/gpu; configured and built if needed, e.g. cmake --preset gpu)
 #   WORK=DIR   keep the submissions and results there (default: a new folder under /tmp)
+#   ONLY="a b"   grade only these fixtures (names as in `labgrade fixtures materialise`, e.g. planted-silent_race)
+#   SKIP="a b"   grade every fixture but these
+#   SOLUTION_COPIES=N   copies of the reference solutions in the batch (default 2)
 # Examples:
 #   grader/tests/device_fixtures.sh
 #   grader/tests/device_fixtures.sh build/gpu --sandbox none      # compare without bubblewrap
 #   grader/tests/device_fixtures.sh build/gpu --sanitize          # also run compute-sanitizer
+#   ONLY=planted-lab08_silent_race grader/tests/device_fixtures.sh  # one fixture and the solution copies
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -30,7 +34,13 @@ echo "== labgrade doctor"
 
 echo "== materialising the fixtures in $work/submissions"
 rm -rf "$work/submissions" "$work/out"
-"$labgrade" --repo "$root" fixtures materialise "$work/submissions" --solution-copies 2
+only=()
+for f in ${ONLY:-}; do only+=(--only "$f"); done
+"$labgrade" --repo "$root" fixtures materialise "$work/submissions" --solution-copies "${SOLUTION_COPIES:-2}" "${only[@]}"
+for f in ${SKIP:-}; do
+  [ -d "$work/submissions/$f" ] || { echo "SKIP: no fixture named $f" >&2; exit 2; }
+  rm -rf "${work:?}/submissions/$f"
+done
 
 # Labs 08 and 09 have gates that need two GPUs: on a machine with two or more, one worker gets them all (--gpus
 # 0+1+...), as an instructor grading those labs would run it (a worker per GPU would skip those gates for everyone).
