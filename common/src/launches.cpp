@@ -87,7 +87,7 @@ std::string library_title(std::string_view library) {
 Origin classify(const Kernel& k, const Symbols& own) {
   if (std::string ns = header_library(k.name); !ns.empty()) return {ns};
   if (!k.launched_from.empty()) return {k.launched_from};
-  if (!own.contains(k.name)) return {"library"};
+  if (!own.compiled_here(k)) return {"library"};
   return {};
 }
 
@@ -127,9 +127,27 @@ Symbols::Symbols(const std::vector<std::string>& mangled_names) {
   for (const auto& n : mangled_names) names_.insert(demangle(n));
 }
 
+Symbols::Symbols(const std::vector<std::pair<std::string, const void*>>& functions, CodeCheck check)
+    : check_(std::move(check)) {
+  for (const auto& [name, address] : functions) {
+    std::string d = demangle(name);
+    names_.insert(d);
+    addresses_.emplace(std::move(d), address);
+  }
+}
+
 bool Symbols::contains(const std::string& mangled_name) const { return names_.count(demangle(mangled_name)) != 0; }
 
-Symbols read_function_symbols(const std::string& path) {
+bool Symbols::compiled_here(const Kernel& ran) const {
+  if (!check_ || ran.registers < 0) return contains(ran.name);
+  // Every function of the name (kernels with internal linkage in several files share one): one must be the code.
+  const auto [first, last] = addresses_.equal_range(demangle(ran.name));
+  for (auto it = first; it != last; ++it)
+    if (check_(it->second, ran)) return true;
+  return false;
+}
+
+std::vector<FunctionSymbol> read_functions(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -149,8 +167,8 @@ Symbols read_function_symbols(const std::string& path) {
   if (eh->e_shoff == 0 || eh->e_shoff + std::size_t(eh->e_shnum) * sizeof(Elf64_Shdr) > size)
     throw std::runtime_error(path + ": no section table");
   const auto* sh = reinterpret_cast<const Elf64_Shdr*>(base + eh->e_shoff);
-  std::vector<std::string> names;
-  for (int pass = 0; pass < 2 && names.empty(); ++pass) {  // .symtab (local symbols too); .dynsym if stripped
+  std::vector<FunctionSymbol> functions;
+  for (int pass = 0; pass < 2 && functions.empty(); ++pass) {  // .symtab (local symbols too); .dynsym if stripped
     const Elf64_Word want = pass == 0 ? SHT_SYMTAB : SHT_DYNSYM;
     for (unsigned i = 0; i < eh->e_shnum; ++i) {
       if (sh[i].sh_type != want || sh[i].sh_link >= eh->e_shnum) continue;
@@ -163,16 +181,17 @@ Symbols read_function_symbols(const std::string& path) {
         // Defined functions only: an undefined reference (a cuBLAS entry point the binary calls) is not its own.
         if (ELF64_ST_TYPE(syms[s].st_info) != STT_FUNC || syms[s].st_shndx == SHN_UNDEF) continue;
         if (syms[s].st_name >= strs.sh_size) continue;
-        names.emplace_back(str + syms[s].st_name);
+        functions.push_back({str + syms[s].st_name, syms[s].st_value});
       }
     }
   }
-  return Symbols(names);
+  return functions;
 }
 
-const Symbols& own_symbols() {
-  static const Symbols symbols = read_function_symbols("/proc/self/exe");
-  return symbols;
+Symbols read_function_symbols(const std::string& path) {
+  std::vector<std::string> names;
+  for (auto& f : read_functions(path)) names.push_back(std::move(f.name));
+  return Symbols(names);
 }
 
 }  // namespace labkit::launches

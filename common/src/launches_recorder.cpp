@@ -4,6 +4,10 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
+
+#include <map>
+#include <tuple>
 
 #include <atomic>
 #include <cstdlib>
@@ -26,6 +30,8 @@ struct Raw {
   std::string name;
   std::uint32_t correlation;
   std::int64_t shared_bytes;
+  int registers;
+  std::int64_t static_shared, local_bytes;
 };
 
 std::mutex g_mutex;  // CUPTI delivers buffers and callbacks on threads of its own
@@ -84,7 +90,9 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
     got.push_back({k->name ? k->name : "", k->correlationId,
-                   std::int64_t(k->staticSharedMemory) + std::int64_t(k->dynamicSharedMemory)});
+                   std::int64_t(k->staticSharedMemory) + std::int64_t(k->dynamicSharedMemory),
+                   int(k->registersPerThread), std::int64_t(k->staticSharedMemory),
+                   std::int64_t(k->localMemoryPerThread)});
   }
   std::free(buffer);
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -204,7 +212,8 @@ std::vector<Kernel> Recorder::stop() {
     std::lock_guard<std::mutex> lock(g_mutex);
     for (const Raw& r : g_raw) {
       auto it = g_launched_from.find(r.correlation);
-      out.push_back({r.name, it == g_launched_from.end() ? std::string() : it->second, r.shared_bytes});
+      out.push_back({r.name, it == g_launched_from.end() ? std::string() : it->second, r.shared_bytes, r.registers,
+                     r.static_shared, r.local_bytes});
     }
     g_raw.clear();
     g_launched_from.clear();
@@ -218,6 +227,60 @@ Recorder::~Recorder() {
     stop();
   } catch (...) {  // a destructor, possibly while a step's exception unwinds: never throw from here
   }
+}
+
+// ---- The binary's own kernels -------------------------------------------------------------------------------------
+
+namespace {
+// Where the running binary was loaded: a position-independent executable's symbol values are offsets from it.
+std::uintptr_t own_load_address() {
+  std::uintptr_t address = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        *static_cast<std::uintptr_t*>(out) = info->dlpi_addr;
+        return 1;  // the first object is the program itself
+      },
+      &address);
+  return address;
+}
+
+}  // namespace
+
+// A plain host function is no kernel (cudaErrorInvalidDeviceFunction); a kernel compiled under the same name as a
+// library's differs in its code. Answers are kept: a step may make thousands of recorded launches.
+bool registered_kernel_matches(const void* address, const Kernel& ran) {
+  using Key = std::tuple<const void*, int, std::int64_t, std::int64_t>;
+  static std::mutex mutex;
+  static std::map<Key, bool> known;
+  const Key key{address, ran.registers, ran.static_shared, ran.local_bytes};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  const cudaError_t pending = cudaPeekAtLastError();
+  cudaFuncAttributes a{};
+  bool match = false;
+  const cudaError_t e = cudaFuncGetAttributes(&a, address);
+  if (e == cudaSuccess) {
+    match = a.numRegs == ran.registers && std::int64_t(a.sharedSizeBytes) == ran.static_shared &&
+            (ran.local_bytes < 0 || std::int64_t(a.localSizeBytes) == ran.local_bytes);
+  } else if (e == cudaErrorInvalidDeviceFunction || e == cudaErrorInvalidValue || e == cudaErrorSymbolNotFound) {
+    // Not a kernel. Leave behind no error of ours for the gates' next launch check (one the step left stays).
+    if (pending == cudaSuccess) cudaGetLastError();
+  } else {
+    return true;  // the context is lost (a sticky error): the gate's own checks report that; the name decides
+  }
+  known.emplace(key, match);
+  return match;
+}
+
+const Symbols& own_symbols() {
+  static const Symbols symbols = [] {
+    const std::uintptr_t base = own_load_address();
+    std::vector<std::pair<std::string, const void*>> functions;
+    for (auto& f : read_functions("/proc/self/exe"))
+      functions.emplace_back(std::move(f.name), reinterpret_cast<const void*>(base + f.value));
+    return Symbols(functions, registered_kernel_matches);
+  }();
+  return symbols;
 }
 
 }  // namespace labkit::launches

@@ -25,6 +25,9 @@ std::string listing(const std::vector<Kernel>& ran) {
   return os.str();
 }
 
+// A plain host function, for the checks that a function's name alone does not make a kernel the binary's own.
+__attribute__((noinline, used)) void host_function_not_a_kernel() { asm volatile(""); }
+
 void sgemm(cublasHandle_t h, int n, const float* A, const float* B, float* C) {
   const float one = 1.f;
   LABKIT_CUBLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, n, B, n, &one, C, n));
@@ -98,6 +101,54 @@ TEST_CASE("the recorder attributes cuBLAS's kernels to cuBLAS", "[gpu][launches]
   INFO("replayed kernels:" << listing(replayed));
   REQUIRE(!replayed.empty());
   CHECK_FALSE(labkit::launches::refusal("step 5 (tuned)", replayed, {}, labkit::launches::own_symbols()).empty());
+
+  // A host function of the binary that carries the replayed kernel's name (an assembler label does it): by name
+  // alone the kernel would be the binary's own; the registered-kernel check sees a host function.
+  const Kernel& k = replayed.front();
+  REQUIRE(k.registers > 0);
+  const void* spoof = reinterpret_cast<const void*>(&host_function_not_a_kernel);
+  using labkit::launches::Symbols;
+  CHECK(labkit::launches::classify(k, Symbols(std::vector<std::string>{k.name})).own());
+  const Symbols checked({{k.name, spoof}}, labkit::launches::registered_kernel_matches);
+  CHECK(labkit::launches::classify(k, checked).library == "library");
+  CHECK(cudaGetLastError() == cudaSuccess);  // the check leaves no error behind for the gates' launch checks
+}
+
+TEST_CASE("a kernel is the binary's own only with the code that was compiled under its name",
+          "[gpu][launches]") {
+  if (!labkit::has_device()) SKIP(labkit::no_device_reason());
+  labkit::DeviceBuffer<float> v(1 << 16);
+  std::vector<Kernel> ran;
+  {
+    Recorder rec;
+    REQUIRE(rec.available());
+    labkit::fill_random_device(v.data(), v.size(), 9);
+    ran = rec.stop();
+  }
+  INFO("kernels:" << listing(ran));
+  REQUIRE(ran.size() == 1);
+  const Kernel fill = ran.front();
+  const auto& own = labkit::launches::own_symbols();
+  REQUIRE(fill.registers > 0);
+  REQUIRE(fill.static_shared >= 0);
+  CHECK(own.compiled_here(fill));
+  // The same name with other code: another register count, other static shared memory or local memory.
+  Kernel other = fill;
+  other.registers += 1;
+  CHECK_FALSE(own.compiled_here(other));
+  other = fill;
+  other.static_shared += 16;
+  CHECK_FALSE(own.compiled_here(other));
+  other = fill;
+  other.local_bytes += 8;
+  CHECK_FALSE(own.compiled_here(other));
+  // A host function's name: the binary has a function of that name, but no kernel.
+  Kernel host = fill;
+  host.name = "_ZN12_GLOBAL__N_126host_function_not_a_kernelEv";
+  REQUIRE(own.contains(host.name));
+  CHECK_FALSE(own.compiled_here(host));
+  CHECK(labkit::launches::classify(host, own).library == "library");
+  CHECK(cudaGetLastError() == cudaSuccess);
 }
 
 TEST_CASE("compare_speed records the candidate in the chosen round and in the last call, outside the medians",

@@ -13,6 +13,11 @@
 //   - its mangled name is not a function symbol of the gate binary (every __global__ function compiled into the
 //     binary has a host stub of the same mangled name) -> a library kernel of unknown origin ("library"), e.g. a
 //     cuBLAS kernel replayed from a CUDA graph the student captured. Never allowed.
+//   - a name is not enough: no function of that name in the binary is a kernel the CUDA runtime registered with the
+//     registers, static shared memory and local memory the device ran -> "library" too. A host function can carry
+//     any symbol name (an assembler label, internal linkage: nothing the grader's object check sees), and one named
+//     after the cuBLAS kernel a graph replays made that kernel pass as the student's (planted fixture
+//     `library_in_graph`: 150/150 on an H100 before this check).
 //   - otherwise -> the binary's own. That includes kernels of the gate itself (labkit's poison fills, a baseline
 //     kernel compiled into a gate): the gates launch those outside the scope, and a student step that managed to
 //     call one would gain nothing the gate does not already check (fills do no work a step could claim; library
@@ -32,6 +37,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -46,6 +52,10 @@ struct Kernel {
   // Static plus dynamic shared memory of the launch, in bytes: a kernel without any cannot race in shared memory,
   // so the grader's racecheck can leave out a gate whose own kernels all had none (labkit::gate::own_kernels).
   std::int64_t shared_bytes = 0;
+  // The launched code as the device ran it (-1: not recorded): registers per thread, static shared memory and local
+  // memory per thread, compared with the binary's own function of the same name (Symbols::compiled_here).
+  int registers = -1;
+  std::int64_t static_shared = -1, local_bytes = -1;
 };
 
 // The functions defined in a binary (its ELF .symtab, or .dynsym when stripped), compared by demangled name: the
@@ -54,17 +64,37 @@ struct Kernel {
 // device); both demangle to static_kernel(float*).
 class Symbols {
  public:
+  // Whether the function at `address` (a function of the binary) is the code of the kernel that ran.
+  using CodeCheck = std::function<bool(const void* address, const Kernel& ran)>;
   Symbols() = default;
   explicit Symbols(const std::vector<std::string>& mangled_names);
+  // Names with each function's address in the running process, and the check of the code there (own_symbols():
+  // the CUDA runtime's attributes of the kernel registered at that address).
+  Symbols(const std::vector<std::pair<std::string, const void*>>& functions, CodeCheck check);
   bool contains(const std::string& mangled_name) const;
+  // Whether `ran` is code compiled into the binary: a function of its name passes the code check (without one,
+  // or for a kernel whose code was not recorded, the name alone decides).
+  bool compiled_here(const Kernel& ran) const;
   std::size_t size() const { return names_.size(); }
 
  private:
   std::unordered_set<std::string> names_;
+  std::unordered_multimap<std::string, const void*> addresses_;  // demangled name -> address
+  CodeCheck check_;
 };
-// Reads the function symbols of an ELF file; throws std::runtime_error naming the file if it cannot.
+// A function symbol of an ELF file: its (mangled) name and value (its address before the file is loaded).
+struct FunctionSymbol {
+  std::string name;
+  std::uint64_t value = 0;
+};
+// Reads the defined function symbols of an ELF file (.symtab, local ones too; .dynsym when stripped); throws
+// std::runtime_error naming the file if it cannot.
+std::vector<FunctionSymbol> read_functions(const std::string& elf_path);
 Symbols read_function_symbols(const std::string& elf_path);
-// The running binary's own function symbols (read once from /proc/self/exe).
+// Whether the function at `address` is a kernel the CUDA runtime registered (the host stub of a __global__ function
+// compiled into the binary) with the registers, static shared memory and local memory of the kernel that ran.
+bool registered_kernel_matches(const void* address, const Kernel& ran);
+// The running binary's own functions (read once from /proc/self/exe), each checked with registered_kernel_matches.
 const Symbols& own_symbols();
 
 // abi::__cxa_demangle for names that start with _Z; any other name unchanged (extern "C" kernels).
