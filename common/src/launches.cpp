@@ -109,8 +109,13 @@ std::string refusal(std::string_view step, const std::vector<Kernel>& ran, const
     if (o.own() || allows(o.library) || (o.library == "library" && library_step)) continue;
     std::string name = demangle(k.name);
     if (name.size() > 200) name = name.substr(0, 200) + "...";  // CUB's template arguments run to a page
-    std::string msg = std::string(step) + " ran a kernel of " + library_title(o.library) + " (" + name +
-                      "): this step must be your own kernel";
+    std::string msg = std::string(step) + " ran a kernel of " + library_title(o.library) + " (" + name + ")";
+    // A name the binary has, with other code behind it: say so, with the figures that differ.
+    if (o.library == "library" && own.contains(k.name))
+      msg += " [a function of that name is compiled into the binary, but it is not a kernel with the code that ran: " +
+             std::to_string(k.registers) + " registers, " + std::to_string(k.static_shared) +
+             " bytes of static shared memory]";
+    msg += ": this step must be your own kernel";
     if (!allowed.empty()) {
       msg += " (it may use ";
       for (std::size_t i = 0; i < allowed.size(); ++i) msg += (i ? ", " : "") + library_title(allowed[i]);

@@ -107,15 +107,15 @@ TEST_CASE("with a code check, a name is not enough: a function of that name must
   using labkit::launches::classify;
   using labkit::launches::Kernel;
   // Two functions demangle to static_kernel(float*) (internal linkage in two files): the second is the kernel that
-  // ran, with 32 registers, 1024 bytes of static shared memory and no local memory.
+  // ran, with 32 registers and 1024 bytes of static shared memory.
   int a = 0, b = 0;
   std::vector<const void*> asked;
   const Symbols own({{"_ZL13static_kernelPf", &a}, {"_Z13static_kernelPf", &b}, {"host_named_like_a_kernel", &a}},
                     [&](const void* address, const Kernel& ran) {
                       asked.push_back(address);
-                      return address == &b && ran.registers == 32 && ran.static_shared == 1024 && ran.local_bytes == 0;
+                      return address == &b && ran.registers == 32 && ran.static_shared == 1024;
                     });
-  const Kernel ran{"_Z13static_kernelPf", "", 1024, 32, 1024, 0};
+  const Kernel ran{"_Z13static_kernelPf", "", 1024, 32, 1024};
   CHECK(own.compiled_here(ran));
   CHECK(classify(ran, own).own());
   CHECK(asked.size() >= 2);  // both functions of the name were candidates
@@ -124,9 +124,12 @@ TEST_CASE("with a code check, a name is not enough: a function of that name must
   CHECK_FALSE(own.compiled_here(other));
   CHECK(classify(other, own).library == "library");
   // A host function that carries a kernel's name is in the symbol table, but the check says it is no kernel.
-  const Kernel named{"host_named_like_a_kernel", "", 0, 64, 0, 0};
+  const Kernel named{"host_named_like_a_kernel", "", 0, 64, 0};
   CHECK(own.contains(named.name));
   CHECK(classify(named, own).library == "library");
+  CHECK_THAT(labkit::launches::refusal("step 5", {named}, {}, own),
+             ContainsSubstring("a function of that name is compiled into the binary, but it is not a kernel with the "
+                               "code that ran: 64 registers"));
   // A record without the code's figures (registers -1): the name decides, as without a check.
   CHECK(own.compiled_here({"host_named_like_a_kernel", ""}));
   CHECK_FALSE(own.compiled_here({"_Z5otherv", ""}));

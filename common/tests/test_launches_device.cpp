@@ -132,15 +132,12 @@ TEST_CASE("a kernel is the binary's own only with the code that was compiled und
   REQUIRE(fill.registers > 0);
   REQUIRE(fill.static_shared >= 0);
   CHECK(own.compiled_here(fill));
-  // The same name with other code: another register count, other static shared memory or local memory.
+  // The same name with other code: another register count or other static shared memory.
   Kernel other = fill;
   other.registers += 1;
   CHECK_FALSE(own.compiled_here(other));
   other = fill;
   other.static_shared += 16;
-  CHECK_FALSE(own.compiled_here(other));
-  other = fill;
-  other.local_bytes += 8;
   CHECK_FALSE(own.compiled_here(other));
   // A host function's name: the binary has a function of that name, but no kernel.
   Kernel host = fill;

@@ -14,7 +14,7 @@
 //     binary has a host stub of the same mangled name) -> a library kernel of unknown origin ("library"), e.g. a
 //     cuBLAS kernel replayed from a CUDA graph the student captured. Never allowed.
 //   - a name is not enough: no function of that name in the binary is a kernel the CUDA runtime registered with the
-//     registers, static shared memory and local memory the device ran -> "library" too. A host function can carry
+//     registers and static shared memory the device ran -> "library" too. A host function can carry
 //     any symbol name (an assembler label, internal linkage: nothing the grader's object check sees), and one named
 //     after the cuBLAS kernel a graph replays made that kernel pass as the student's (planted fixture
 //     `library_in_graph`: 150/150 on an H100 before this check).
@@ -52,10 +52,10 @@ struct Kernel {
   // Static plus dynamic shared memory of the launch, in bytes: a kernel without any cannot race in shared memory,
   // so the grader's racecheck can leave out a gate whose own kernels all had none (labkit::gate::own_kernels).
   std::int64_t shared_bytes = 0;
-  // The launched code as the device ran it (-1: not recorded): registers per thread, static shared memory and local
-  // memory per thread, compared with the binary's own function of the same name (Symbols::compiled_here).
+  // The launched code as the device ran it (-1: not recorded): registers per thread and static shared memory,
+  // compared with the binary's own function of the same name (Symbols::compiled_here).
   int registers = -1;
-  std::int64_t static_shared = -1, local_bytes = -1;
+  std::int64_t static_shared = -1;
 };
 
 // The functions defined in a binary (its ELF .symtab, or .dynsym when stripped), compared by demangled name: the
@@ -92,7 +92,7 @@ struct FunctionSymbol {
 std::vector<FunctionSymbol> read_functions(const std::string& elf_path);
 Symbols read_function_symbols(const std::string& elf_path);
 // Whether the function at `address` is a kernel the CUDA runtime registered (the host stub of a __global__ function
-// compiled into the binary) with the registers, static shared memory and local memory of the kernel that ran.
+// compiled into the binary) with the registers and static shared memory of the kernel that ran.
 bool registered_kernel_matches(const void* address, const Kernel& ran);
 // The running binary's own functions (read once from /proc/self/exe), each checked with registered_kernel_matches.
 const Symbols& own_symbols();
