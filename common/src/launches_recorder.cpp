@@ -1,20 +1,20 @@
 // The launch recorder (CUPTI): which kernels ran inside a scope, and which library launched each. See
-// labkit/launches.h for the rules; the classification of what it saw is in launches.cpp.
+// labkit/launches.h for the rules; the classification of what it saw is in launches.cpp. Here too: the binary's own
+// functions and the check that a kernel of one of their names is the code compiled under it (own_symbols).
 #include <cuda_runtime.h>
 #include <cupti.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <link.h>
 
-#include <map>
-#include <tuple>
-
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include "labkit/device.h"
@@ -242,13 +242,12 @@ std::uintptr_t own_load_address() {
       &address);
   return address;
 }
-
 }  // namespace
 
 // A plain host function is no kernel; a kernel compiled under the same name as a library's differs in its code. Local
 // memory is not compared: CUPTI reports what the context has reserved per thread when the kernel ran, which grows with
-// the kernels run before (on an H100 healthy kernels of labs 01, 03-05, 07 and 08 differed from their compiled
-// figure). Answers are kept: a step may make thousands of recorded launches.
+// the kernels run before (lab 01's healthy step 5e and 5f kernels differed from their compiled figure on an H100).
+// Answers are kept: a step may make thousands of recorded launches.
 bool registered_kernel_matches(const void* address, const Kernel& ran) {
   using Key = std::tuple<const void*, int, std::int64_t>;
   static std::mutex mutex;
