@@ -261,10 +261,12 @@ bool registered_kernel_matches(const void* address, const Kernel& ran) {
   const cudaError_t e = cudaFuncGetAttributes(&a, address);
   if (e == cudaSuccess) {
     // CUPTI reports no fewer than 16 registers per thread: on an H100 and an H200 every kernel compiled to fewer
-    // (lab 03's copies, lab 05's saxpy, lab 07's and 08's vector updates) ran as 16.
-    constexpr int kRecordedRegisterFloor = 16;
+    // (lab 03's copies, lab 05's saxpy, lab 07's and 08's vector updates) ran as 16. GPUs not measured may have
+    // another floor, so a small recorded count (up to 32) accepts any smaller compiled one: a healthy kernel must
+    // never be refused, and a library kernel that small does no step's work (cuBLAS's GEMM kernels use far more).
+    constexpr int kSmallRegisterCount = 32;
     const bool registers = a.numRegs == ran.registers ||
-                           (ran.registers == kRecordedRegisterFloor && a.numRegs < kRecordedRegisterFloor);
+                           (ran.registers <= kSmallRegisterCount && a.numRegs < ran.registers);
     match = registers && std::int64_t(a.sharedSizeBytes) == ran.static_shared;
   } else if (e == cudaErrorInvalidDeviceFunction || e == cudaErrorInvalidResourceHandle || e == cudaErrorInvalidValue ||
              e == cudaErrorSymbolNotFound) {
