@@ -28,12 +28,6 @@ void add_note(LabResult& lab, const std::string& note) {
   if (lab.notes.size() < 20) lab.notes.push_back(note);
 }
 
-void set_env(ProcessSpec& p, const std::string& key, const std::string& value) {
-  p.env.erase(std::remove_if(p.env.begin(), p.env.end(), [&](const auto& kv) { return kv.first == key; }),
-              p.env.end());
-  p.env.emplace_back(key, value);
-}
-
 std::string limit_text(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g s", s);
@@ -153,7 +147,7 @@ ProcessSpec attempt_process(const GateRunSpec& spec, const std::vector<std::stri
   ps.channel_fd = channel_fd;
   // The gate binary closes /proc to writes before the student's code runs (labkit's gates_main.cpp): no patching
   // of the gates through /proc/self/mem.
-  detail::set_env(ps, "LABKIT_CLOSE_PROC", "1");
+  set_env(ps, "LABKIT_CLOSE_PROC", "1");
   if (ps.cwd.empty()) ps.cwd = spec.log_dir;
   return ps;
 }
@@ -262,7 +256,7 @@ Launched launch_attempt(const GateRunSpec& spec, const std::vector<std::string>&
   int fds[2];
   l.key = open_channel(spec, fds);
   ProcessSpec ps = attempt_process(spec, gates, log, fds[1]);
-  if (!hold_file.empty()) detail::set_env(ps, "LABKIT_HOLD_START", hold_file.string());
+  if (!hold_file.empty()) set_env(ps, "LABKIT_HOLD_START", hold_file.string());
   try {
     l.process = std::make_unique<Process>(ps);
   } catch (...) {

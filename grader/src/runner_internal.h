@@ -27,7 +27,5 @@ std::vector<AttemptLog> run_gates_logged(LabResult& lab, const GateRunSpec& spec
 
 void add_note(LabResult& lab, const std::string& note);  // at most 20 notes per lab
 std::string limit_text(double s);                         // "120 s"
-// Sets one variable of the process's environment (on top of the inherited one in local grading).
-void set_env(ProcessSpec& p, const std::string& key, const std::string& value);
 
 }  // namespace labgrade::detail

@@ -26,6 +26,12 @@
 
 namespace labgrade {
 
+void set_env(ProcessSpec& p, const std::string& key, const std::string& value) {
+  p.env.erase(std::remove_if(p.env.begin(), p.env.end(), [&](const auto& kv) { return kv.first == key; }),
+              p.env.end());
+  p.env.emplace_back(key, value);
+}
+
 using detail::write_text;
 
 namespace {

@@ -91,6 +91,9 @@ struct ProcessSpec {
   // caller then calls sweep_uid once both have ended.
   bool sweep_uid = true;
 };
+// Sets one variable of the process's environment, replacing an earlier value (on top of the inherited one in local
+// grading).
+void set_env(ProcessSpec& p, const std::string& key, const std::string& value);
 
 struct ExitInfo {
   bool exited = false;  // normal exit (code) vs killed by a signal

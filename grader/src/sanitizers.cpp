@@ -19,7 +19,6 @@ using detail::add_note;
 using detail::Clock;
 using detail::limit_text;
 using detail::secs;
-using detail::set_env;
 
 namespace {
 

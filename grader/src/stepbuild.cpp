@@ -135,11 +135,8 @@ LabBuild build_lab(const Recipe& r, const LabBuildSpec& spec) {
       argv.insert(argv.begin() + 1, spec.extra_compile_flags.begin(), spec.extra_compile_flags.end());
       if (spec.write_dependencies) argv.insert(argv.begin() + 1, {"-MD", "-MF", objects[k].string() + ".d"});
       ProcessSpec ps = compiler;
-      if (k < spec.compile_tmp.size() && !spec.compile_tmp[k].empty()) {
-        ps.env.erase(std::remove_if(ps.env.begin(), ps.env.end(), [](const auto& e) { return e.first == "TMPDIR"; }),
-                     ps.env.end());
-        ps.env.emplace_back("TMPDIR", spec.compile_tmp[k].string());
-      }
+      if (k < spec.compile_tmp.size() && !spec.compile_tmp[k].empty())
+        set_env(ps, "TMPDIR", spec.compile_tmp[k].string());
       JobTokens::Hold token(spec.tokens, spec.token_order);
       compiled[k] = run_tool(ps, spec.timeout_s, argv,
                              spec.log_dir / (spec.log_prefix + ".compile" + std::to_string(k + 1) + ".log"));

@@ -170,6 +170,13 @@ std::vector<std::string> batch_args(const fs::path& subs, const fs::path& out, c
   return argv;
 }
 
+// A shell script every uid can run (the batch's sandboxed processes run under dedicated uids).
+void write_script(const fs::path& file, const std::string& text) {
+  write_file_atomic(file, text);
+  fs::permissions(file, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+}
+
 std::vector<Fixture> fakelab_fixtures(bool hostile) {
   std::vector<Fixture> out;
   for (auto& f : load_fixtures(test::fixtures_dir())) {
@@ -412,10 +419,8 @@ TEST_CASE("each compile of a batch has a temporary folder of its own: nvcc's fil
   auto recipe = nlohmann::json::parse(read_file(tree.grading / "lab99.json"));
   const std::string nvcc = load_recipe(tree.grading / "lab99.json").compiler();
   const fs::path wrapper = dir.path / "bin" / "compile-and-record-tmpdir";
-  write_file_atomic(wrapper, "#!/bin/sh\nobj= prev=\nfor a do [ \"$prev\" = -o ] && obj=$a; prev=$a; done\n"
-                             "printf '%s' \"$TMPDIR\" > \"$obj.tmpdir\"\nexec " + nvcc + " \"$@\"\n");
-  fs::permissions(wrapper, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                               fs::perms::others_read | fs::perms::others_exec);
+  write_script(wrapper, "#!/bin/sh\nobj= prev=\nfor a do [ \"$prev\" = -o ] && obj=$a; prev=$a; done\n"
+                        "printf '%s' \"$TMPDIR\" > \"$obj.tmpdir\"\nexec " + nvcc + " \"$@\"\n");
   auto db = nlohmann::json::parse(read_file(recipe["compile_commands"].get<std::string>()));
   for (auto& e : db)
     if (e.contains("command") && starts_with(e["command"].get<std::string>(), nvcc + " "))
@@ -510,9 +515,7 @@ TEST_CASE("a batch grades with the build it started with: a relinked labgrade ch
     // start through its private copy, so what comes after grades as before.
     wait_for(1);
     fs::remove(exe);
-    write_file_atomic(exe, "#!/bin/sh\necho 'a relinked labgrade ran' >&2\nexit 1\n");
-    fs::permissions(exe, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                             fs::perms::others_read | fs::perms::others_exec);
+    write_script(exe, "#!/bin/sh\necho 'a relinked labgrade ran' >&2\nexit 1\n");
     // A rebuilt gate object (same bytes, a new file): the students from here on would link with another build.
     wait_for(3);
     write_file_atomic(objects.front(), read_file(objects.front()));
