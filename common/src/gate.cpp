@@ -3,6 +3,7 @@
 #include <catch2/catch_get_random_seed.hpp>
 #include <catch2/interfaces/catch_interfaces_capture.hpp>
 #include <catch2/internal/catch_context.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
@@ -59,6 +60,10 @@ std::uint64_t mix_seed(std::uint64_t base, std::uint64_t secret, std::string_vie
   return derive_seed(base ^ mix64(secret ^ 0x5EC2E7ull), label);
 }
 std::uint64_t seed(std::string_view label) { return mix_seed(base_seed(), secret(), label); }
+
+void pick_timed_round(TimedCase& tc, const TimingOptions& opt) {
+  tc.recorded_round = static_cast<int>(seed("recorded round") % std::uint64_t(std::max(1, opt.min_repeats)));
+}
 
 std::string reproduce_hint() {
   std::ostringstream os;

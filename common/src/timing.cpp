@@ -1,11 +1,15 @@
 #include "labkit/timing.h"
 
+#include <cuda.h>
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "labkit/buffer.h"
@@ -137,14 +141,76 @@ void trace_call(const char* side, int call, double ms, double wait_ms, double wa
   }
 }
 
-// How long the device still works after the stop event of the last call has completed (see above).
+// The devices this process has a context on. The runtime API makes only primary contexts (one per device, created
+// by the first call that needs it), and the driver says which are active; the driver is asked through the library
+// the runtime has already loaded, since the gate binaries do not link it. Where it cannot answer: the current one.
+std::vector<int> devices_in_use() {
+  using GetState = CUresult (*)(CUdevice, unsigned int*, int*);
+  using Get = CUresult (*)(CUdevice*, int);
+  static const auto driver = [] {
+    std::pair<GetState, Get> f{nullptr, nullptr};
+    if (void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+      f.first = reinterpret_cast<GetState>(dlsym(lib, "cuDevicePrimaryCtxGetState"));
+      f.second = reinterpret_cast<Get>(dlsym(lib, "cuDeviceGet"));
+    }
+    return f;
+  }();
+  int current = 0, count = 0;
+  LABKIT_CUDA(cudaGetDevice(&current));
+  if (!driver.first || !driver.second || cudaGetDeviceCount(&count) != cudaSuccess) return {current};
+  std::vector<int> used;
+  for (int d = 0; d < count; ++d) {
+    CUdevice dev = 0;
+    unsigned flags = 0;
+    int active = 0;
+    if (d == current || (driver.second(&dev, d) == CUDA_SUCCESS && driver.first(dev, &flags, &active) == CUDA_SUCCESS &&
+                         active))
+      used.push_back(d);
+  }
+  return used;
+}
+
+// Waits for every device the process uses and leaves the current device as it was: a step could otherwise leave
+// work running on a second GPU (lab 08's, or one a worker with several GPUs makes visible) into the next round,
+// where the one-GPU baseline would not even compete with it.
+void synchronize_devices() {
+  const std::vector<int> used = devices_in_use();
+  if (used.size() == 1) {
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    return;
+  }
+  int current = 0;
+  LABKIT_CUDA(cudaGetDevice(&current));
+  for (int d : used) {
+    LABKIT_CUDA(cudaSetDevice(d));
+    LABKIT_CUDA(cudaDeviceSynchronize());
+  }
+  LABKIT_CUDA(cudaSetDevice(current));
+}
+
+// How long the devices still work after the stop event of the last call has completed (see above).
 double wait_after_stop_ms(EventTimer& timer) {
   timer.elapsed_ms();  // waits for the stop event only
   const auto t0 = std::chrono::steady_clock::now();
-  LABKIT_CUDA(cudaDeviceSynchronize());
+  synchronize_devices();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// What verify() is checking, for its messages (verified_call()); set only while compare_speed runs it mid-way.
+thread_local std::string verifying_call;
+
+// verify() on the call just made, named for the gate's messages while it runs (also when it fails: Catch2's
+// failure is an exception, and the name is reset on the way out).
+void verify_call(const TimedCase& tc, std::string name) {
+  struct Named {
+    explicit Named(std::string n) { verifying_call = std::move(n); }
+    ~Named() { verifying_call.clear(); }
+  } named(std::move(name));
+  tc.verify();
+}
 }  // namespace
+
+std::string verified_call() { return verifying_call.empty() ? "the last timed call" : verifying_call; }
 
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimedCase& tc, const TimingOptions& opt) {
@@ -165,7 +231,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     const char* side = &fn == &baseline ? "baseline" : recorded ? "candidate (recorded)" : "candidate";
     const auto wall0 = std::chrono::steady_clock::now();
     tc.refresh(k);
-    LABKIT_CUDA(cudaDeviceSynchronize());
+    synchronize_devices();
     evict_l2();
     timer.start();
     if (recorded)
@@ -187,25 +253,34 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   }
   std::vector<double> tb, tcand, esc, idle;
   double total = 0, wait = 0, baseline_wait = 0;
+  // The candidate's call in round recorded_round is verified as well as the last (see TimedCase::verify): its
+  // output is checked right after it, outside the timing, before the next refresh overwrites its inputs.
+  const auto verify_picked = [&](int k) {
+    verify_call(tc, "timed call " + std::to_string(k) + ", one the gate's secret picked among the timed calls");
+  };
   // Alternate baseline and candidate so that both see the same clocks and temperature.
   for (int round = 0; static_cast<int>(tb.size()) < opt.max_repeats &&
                       (static_cast<int>(tb.size()) < opt.min_repeats || total < 2 * opt.budget_ms);
        ++round) {
     const double b = timed(baseline, &baseline_wait);
     idle.push_back(baseline_wait);
-    if (tc.record && round == tc.recorded_round) {
+    const bool picked = round == tc.recorded_round;
+    const int k = call;
+    if (tc.record && picked) {
       timed(candidate, nullptr, true);  // checked, not counted (see TimedCase::record)
+      verify_picked(k);
       continue;
     }
     tb.push_back(b);
     tcand.push_back(timed(candidate, &wait));
     esc.push_back(wait);
     total += tb.back() + tcand.back();
+    if (picked) verify_picked(k);
   }
-  if (tc.record) timed(candidate, nullptr, true);  // the call verify() checks, recorded too
+  if (tc.record) timed(candidate, nullptr, true);  // the last call, recorded too
   report::detail::trace_checkpoint("the timed calls", true);
   // The last call was the candidate's: its output, on inputs it never saw before, must be right.
-  tc.verify();
+  verify_call(tc, "");
   charge_escaped_tail(tcand, esc, summarize(idle).median_ms);
   return summarize_comparison(std::move(tb), std::move(tcand), std::move(esc));
 }

@@ -42,8 +42,12 @@ struct SpeedComparison {
 //  - refresh(rep): untimed, before every timed call (the baseline's and the candidate's): gives the inputs fresh
 //    contents and resets the output, so that a cache keyed on pointers, sizes or sampled values misses, and the
 //    timed call does not read inputs still warm in L2 from the refresh;
-//  - verify(): untimed, after the timing: checks the output of the last timed candidate call against a trusted
-//    result (work done once and skipped on later calls fails here); it fails the gate itself (gate::require).
+//  - verify(): untimed, checks the output of the candidate call just made against a trusted result; it fails the
+//    gate itself (gate::require). compare_speed calls it twice: after the candidate's call in the round
+//    `recorded_round` (below), and after the last call. A step that skips its work on some calls (an answer kept
+//    from an earlier call, or none) and computes it only on the call it guesses is checked is caught with a chance
+//    of at least its skip rate at the first, which it cannot tell from the others, and needs luck at the last too.
+//    Its messages name the call with verified_call().
 // Both are required; a gate that leaves refresh empty says why in a comment.
 //  - record(call) (optional; every gate whose step may run only its own kernels sets it, with
 //    gate::record_timed_calls): runs one candidate call inside the launch recorder (gate::own_kernels), which fails
@@ -52,17 +56,26 @@ struct SpeedComparison {
 //    one last call after the timed rounds, the one verify() checks. A step that runs its own kernels only on some
 //    calls (the first at a size, say) and a library's on the others is seen; neither recorded call counts in the
 //    medians (the recorder's host work is not the step's). Without it, the gate must record an untimed call itself.
+//    Without `record`, the candidate's timed call of round `recorded_round` is the one verified before the last, so a
+//    gate sets `recorded_round` from its secret either way (gate::record_timed_calls, or gate::pick_timed_round).
 struct TimedCase {
   std::function<void(int rep)> refresh;
   std::function<void()> verify;
   std::function<void(const std::function<void()>& call)> record;
   int recorded_round = 0;
 };
+
+// While compare_speed runs verify(): which call it checks, for the gate's messages ("the last timed call", or
+// "timed call 7, one the gate's secret picked among the timed calls"); "the last timed call" otherwise.
+std::string verified_call();
 //
+// The synchronizations after each refresh and after each call (the escaped-work wait) cover every device the process
+// has a context on, so that work a step leaves running on a second GPU (lab 08's, or any a worker with several
+// GPUs makes visible) is charged like work on a private stream.
 // The order of one round: refresh(k); evict_l2(); baseline(k) timed; refresh(k+1); evict_l2(); candidate(k+1)
-// timed; then the wait for escaped work. k counts every call from 0 (warm-up included), so a gate can derive the
-// inputs of call k from k, and the last call before verify() is always the candidate's (with `record`, the extra
-// recorded call after the timed rounds).
+// timed; then the wait for escaped work (and, in round `recorded_round`, verify()). k counts every call from 0
+// (warm-up included), so a gate can derive the inputs of call k from k, and the call before each verify() is always
+// the candidate's (with `record`, the last is the extra recorded call after the timed rounds).
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimedCase& timed_case, const TimingOptions& opt = {});
 // Deprecated: no fresh inputs, no verification, no escaped-work check (labs 04, 06, 07 until they move over).

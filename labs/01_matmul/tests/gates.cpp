@@ -3,7 +3,8 @@
 // never-written elements and for run-to-run differences, and shapes whose A, B or C pointer is not 16-byte aligned
 // (rows that suit 16-byte loads, so that a float4 path without an alignment check faults or reads the wrong
 // elements). Speed: every step against the gate's own cuBLAS call (tests/cublas_baseline.h), fresh inputs and a
-// cold L2 per timed call, the last timed output verified (labkit::compare_speed with a TimedCase).
+// cold L2 per timed call, the output of a timed call the gate's secret picks and of the last verified
+// (labkit::compare_speed with a TimedCase).
 #include <catch2/catch_test_macros.hpp>
 #include <algorithm>
 #include <cmath>
@@ -379,7 +380,8 @@ labkit::TimedCase timed_case(SpeedRun& run_, SpeedInputs& in) {
     const int n = run_.n, k = run_.last;
     LABKIT_CUDA(cudaDeviceSynchronize());
     const std::string ctx = std::string(kStepName[int(run_.candidate)]) +
-                            ", the last timed call (fresh inputs it had not seen before), M=N=K=" + std::to_string(n);
+                            ", " + labkit::verified_call() + " (fresh inputs it had not seen before), M=N=K=" +
+                            std::to_string(n);
     for (const auto* buf : {&in.dA, &in.dB, &in.dC}) {
       auto g = buf->check_guards();
       if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());

@@ -4,7 +4,8 @@
 // whose `in` or `out` pointer is not 16-byte aligned (rows of a multiple of 4 floats, where a float4 path without
 // an alignment check faults or moves the wrong floats).
 // Speed: every step against cudaMemcpy device-to-device in one process at 8192 x 8192 (256 MB per matrix, far
-// beyond the 50 MB L2), fresh inputs and a cold L2 per timed call, the last timed output verified.
+// beyond the 50 MB L2), fresh inputs and a cold L2 per timed call, the outputs of a timed call
+// the gate's secret picks and of the last call verified.
 #include <catch2/catch_test_macros.hpp>
 #include <cmath>
 #include <optional>
@@ -246,7 +247,9 @@ void check_speed(Step candidate, std::optional<Step> previous, int n = 8192) {
     dout.poison();
     last = k;
   };
-  tc.verify = [&] { check_output(candidate, seed_of(last), "in the last timed call (an input it had not seen), at"); };
+  tc.verify = [&] {
+    check_output(candidate, seed_of(last), "in " + labkit::verified_call() + " (an input it had not seen), at");
+  };
   labkit::TimingOptions opt;
   opt.warmup = 3;
   opt.min_repeats = 10;

@@ -33,10 +33,10 @@ namespace {
 //  - refresh(rep), untimed, before every timed call: both arrays get new random keys (a seed per rep), so nobody
 //    sorts sorted data and a sort that remembers its last answer (keyed on the pointer, n or a few sampled keys)
 //    hands back a wrong one;
-//  - verify(), untimed, after the timing: the output of the candidate's last timed call must be the sorted input
-//    of that call (the check of the correctness gates, on the GPU first, with the host's diagnosis when it fails).
-//    A fast wrong sort earns nothing, and needs no check before the timing: the last call is one at the timed size
-//    on keys it never saw;
+//  - verify(), untimed, after the candidate's call in a round the gate's secret picks and after its last call: the
+//    output must be the sorted input of that call (the check of the correctness gates, on the GPU first, with the
+//    host's diagnosis when it fails). A fast wrong sort earns nothing, and needs no check before the timing: the
+//    checked calls are at the timed size on keys they never saw;
 //  - record: only the step's own kernels may run (no thrust::sort or CUB inside a step), in a timed round the
 //    gate's secret picks and in the last call.
 constexpr std::size_t kSpeedN = std::size_t(1) << 24;
@@ -53,7 +53,7 @@ void check_speed(Step candidate, const char* baseline_name, const std::function<
   labkit::GuardedBuffer<float> work(n, "keys");  // the candidate's array
   labkit::DeviceBuffer<float> base(n);           // the baseline's own, so that it never sorts the candidate's keys
   // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
-  // the candidate's last call, so `last_rep` names the keys that call sorted.
+  // the candidate call it checks, so `last_rep` names the keys that call sorted.
   int inputs_rep = -1, last_rep = -1;
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
@@ -64,13 +64,13 @@ void check_speed(Step candidate, const char* baseline_name, const std::function<
   };
   tc.verify = [&] {
     LABKIT_CUDA(cudaDeviceSynchronize());
-    if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the last timed call was not the candidate's");
-    require_guards(work.check_guards(), ctx + " (last timed call)");
+    if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the verified call was not the candidate's");
+    require_guards(work.check_guards(), ctx + " (" + labkit::verified_call() + ")");
     // The keys of that call, written again into the baseline's array (free until the next refresh): the GPU check
     // answers in milliseconds; only a "no" (or a sanitizer) brings both arrays to the host check, which decides and
     // diagnoses (device_check.h). On the host this took ~0.5 s per gate, with the GPU held exclusively.
     const std::string checked =
-        ctx + ", the output of the last timed call (fresh keys, call " + std::to_string(last_rep) + ")";
+        ctx + ", the output of " + labkit::verified_call() + " (fresh keys, call " + std::to_string(last_rep) + ")";
     labkit::fill_random_device(base.data(), n, speed_seed(last_rep), -1.f, 1.f);
     if (!labkit::gate::under_sanitizer() &&
         lab04_gates::on_device::sorted_permutation(work.data(), base.data(), n, false))

@@ -1,6 +1,6 @@
 // Lab 05 speed gates: each saxpy, and the fused saxpy+norm (step 5b), against a cudaMemcpy D2D copy of the same
 // number of bytes (step 4, the cuBLAS call, against the gate's own cublasSaxpy), all at 2^26 floats (gate_util.h's
-// kTimed), each checked on its last timed call. What the gate
+// kTimed), each checked on a timed call its secret picks and on its last. What the gate
 // files share is in gate_util.h; the correctness gates are in gates.cpp.
 #include <catch2/catch_test_macros.hpp>
 
@@ -28,7 +28,7 @@ namespace {
 // (6n read, 6n written). Timing both, interleaved, gives the saxpy's bandwidth as a fraction of the copy's.
 // Every timed call gets freshly filled x and y (a result remembered from an earlier call never matches) and a cold
 // L2; the launch recorder watches a timed round the gate's secret picks and the last call (TimedCase::record), and
-// after the timing that last call's y is checked element by element against a*x + y0 of its own inputs, on the
+// right after each of those two calls its y is checked element by element against a*x + y0 of its own inputs, on the
 // device (the host check took 0.55 s of each gate's 0.75 s, the GPU idle meanwhile). No check
 // before the timing: the last call is one at the timed size on inputs it never saw, with the same diagnosis.
 //
@@ -51,7 +51,7 @@ struct TimedSaxpy {
     labkit::fill_random_device(c.dy.data(), c.n, sy(k));
     last = k;
   }
-  // The last timed call's y against a*x + y0 of its own inputs, on the device (gate_util.h, check_saxpy_device).
+  // The verified call's y against a*x + y0 of its own inputs, on the device (gate_util.h, check_saxpy_device).
   labkit::Verdict check_last() const { return check_saxpy_device(c.dy.data(), c.n, c.a, sx(last), sy(last)); }
 };
 
@@ -94,9 +94,8 @@ void check_saxpy_speed(Saxpy step) {
   labkit::gate::record_timed_calls(tc, kStepName[int(step)], opt);
   tc.verify = [&] {
     LABKIT_CUDA(cudaDeviceSynchronize());
-    labkit::gate::require(t.check_last(),
-                          std::string(kStepName[int(step)]) + ", the last timed call (inputs it had not seen), " +
-                              size_str(n));
+    labkit::gate::require(t.check_last(), std::string(kStepName[int(step)]) + ", " + labkit::verified_call() +
+                                              " (inputs it had not seen), " + size_str(n));
   };
   auto candidate = [&](int) { run(step, n, c.a, c.dx.data(), c.dy.data()); };
   if (step == Saxpy::cublas) {
@@ -147,7 +146,7 @@ TEST_CASE("step5b.speed", "[lab05][step5b][speed]") {
   labkit::gate::record_timed_calls(tc, "step 5b (fused)", opt);
   tc.verify = [&] {
     LABKIT_CUDA(cudaDeviceSynchronize());
-    const std::string ctx = "step 5b (fused), the last timed call (inputs it had not seen), " + size_str(n);
+    const std::string ctx = "step 5b (fused), " + labkit::verified_call() + " (inputs it had not seen), " + size_str(n);
     labkit::gate::require(t.check_last(), ctx);
     // The norm of the y the step left (right by now), summed on the device in double as norm2_ref sums it.
     labkit::gate::require(check_norm(last_norm, labkit::norm2_device(c.dy.data(), n), "||y||_2"), ctx);

@@ -495,8 +495,8 @@ void check_step(Step step) {
 // kernel in naive_ata.cu) at one size, in the TimedCase form of labkit::compare_speed:
 //  - refresh(rep), untimed, before every timed call: A gets new random contents (a seed per rep) and C the poison,
 //    so a step that caches C (keyed on pointers, sizes or sampled values) or returns at once leaves a wrong C;
-//  - verify(), untimed, after the timing: the C of the candidate's last timed call is compared with cublasDgemm
-//    on that call's A, and must be exactly symmetric;
+//  - verify(), untimed, after the candidate's call in a round the gate's secret picks and after its last call:
+//    that call's C is compared with cublasDgemm on its A, and must be exactly symmetric;
 //  - record: only the step's own kernels may run, in a timed round the gate's secret picks and in the last call.
 std::uint64_t speed_seed(const Shape& s, int rep) {
   return labkit::gate::seed("A speed " + str(s) + ", timed call " + std::to_string(rep));
@@ -575,7 +575,7 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
   // timed size, on an A it never saw) with the same message, and the launch recorder watches a timed round the
   // gate's secret picks and that last call (TimedCase::record).
   // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
-  // the candidate's last call, so `last_rep` names the A that call read.
+  // the candidate call it checks, so `last_rep` names the A that call read.
   int inputs_rep = -1, last_rep = -1;
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
@@ -585,9 +585,10 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
   };
   tc.verify = [&] {
     LABKIT_CUDA(cudaDeviceSynchronize());
-    if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the last timed call was not the candidate's");
-    require_matches_dgemm(candidate, s, dA, dC,
-                          ctx + ", the C of the last timed call (fresh A, call " + std::to_string(last_rep) + ")");
+    if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the verified call was not the candidate's");
+    require_matches_dgemm(
+        candidate, s, dA, dC,
+        ctx + ", the C of " + labkit::verified_call() + " (fresh A, call " + std::to_string(last_rep) + ")");
   };
   labkit::TimingOptions opt;
   opt.warmup = 2;

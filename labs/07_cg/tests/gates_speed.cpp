@@ -33,7 +33,8 @@ labkit::TimingOptions speed_options() {
 // Every speed gate uses the TimedCase form of labkit::compare_speed: refresh(rep), untimed, before every timed call
 // gives the inputs new random contents (a seed per rep) and poisons the candidate's outputs, so that a step that
 // keeps its last answer (keyed on pointers, sizes or sampled values) or returns at once leaves a wrong output;
-// verify(), untimed, checks the candidate's last timed output against a trusted result for that call's inputs;
+// verify(), untimed, checks the output of the candidate's call in a round the gate's secret picks, and of its last
+// call, against a trusted result for that call's inputs;
 // record (TimedCase::record) lets only the step's own kernels run in a timed round the gate's secret picks and in
 // that last call. Steps 1-3 need no check before the timing: the last call is one at the timed size on inputs it
 // never saw, with the same diagnosis. The solvers keep one (5 iterations held to 1e-8, before any timing).
@@ -42,14 +43,14 @@ std::uint64_t speed_seed(const std::string& what, int rep) {
 }
 
 // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
-// the candidate's last call; this names the inputs that call read.
+// a candidate call (one its secret picks, and the last); this names the inputs that call read.
 class LastCandidateCall {
  public:
   void inputs_now(int rep) { inputs_rep_ = rep; }      // in refresh()
   void called() { rep_ = inputs_rep_; }                // after the candidate's timed call: nanoseconds
   int rep(const std::string& ctx) const {              // in verify()
     sync();
-    if (rep_ < 0 || rep_ != inputs_rep_) FAIL(ctx << ": the last timed call was not the candidate's");
+    if (rep_ < 0 || rep_ != inputs_rep_) FAIL(ctx << ": the verified call was not the candidate's");
     return rep_;
   }
 
@@ -159,7 +160,7 @@ labkit::TimedCase solver_case(Solver s, const DevCsr& A, labkit::DeviceBuffer<do
     pl->inputs_now(rep);
   };
   tc.verify = [=] {
-    const std::string ctx = std::string(name(s)) + " at the timed size, the x of the last timed call (" +
+    const std::string ctx = std::string(name(s)) + " at the timed size, the x of " + labkit::verified_call() + " (" +
                             std::to_string(iters) + " iterations from a fresh b)";
     pl->rep(ctx);  // b still holds that call's contents
     require_solver_matches(*pA, pb->data(), *px, iters, 1e-6, ctx);
@@ -216,7 +217,7 @@ TEST_CASE("step1.speed", "[lab07][step1][speed]") {
     last.inputs_now(rep);
   };
   tc.verify = [&] {
-    const std::string ctx = "step 1b at the timed size, the result of the last timed call (fresh x and y)";
+    const std::string ctx = "step 1b at the timed size, the result of " + labkit::verified_call() + " (fresh x and y)";
     require_dot(last.rep(ctx), ctx);
   };
   labkit::gate::record_timed_calls(tc, "step 1b (dot_shuffle)", speed_options());
@@ -298,7 +299,7 @@ TEST_CASE("step2.speed", "[lab07][step2][speed]") {
     last.inputs_now(rep);
   };
   tc.verify = [&] {
-    const std::string ctx = "step 2 update_xr at the timed size, the x, r and r^T r of the last timed call";
+    const std::string ctx = "step 2 update_xr at the timed size, the x, r and r^T r of " + labkit::verified_call();
     require_update(last.rep(ctx), ctx);
   };
   labkit::gate::record_timed_calls(tc, "step 2 (update_xr)", speed_options());
@@ -343,7 +344,7 @@ TEST_CASE("step3.speed", "[lab07][step3][speed]") {
     last.inputs_now(rep);
   };
   tc.verify = [&] {
-    const std::string ctx = "step 3a at the timed size, the y of the last timed call (fresh x)";
+    const std::string ctx = "step 3a at the timed size, the y of " + labkit::verified_call() + " (fresh x)";
     require_spmv(last.rep(ctx), ctx);
   };
   labkit::gate::record_timed_calls(tc, "step 3a (spmv_thread_per_row)", speed_options());
