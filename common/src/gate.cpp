@@ -62,7 +62,12 @@ std::uint64_t mix_seed(std::uint64_t base, std::uint64_t secret, std::string_vie
 std::uint64_t seed(std::string_view label) { return mix_seed(base_seed(), secret(), label); }
 
 void pick_timed_round(TimedCase& tc, const TimingOptions& opt) {
-  tc.recorded_round = static_cast<int>(seed("recorded round") % std::uint64_t(std::max(1, opt.min_repeats)));
+  const std::uint64_t rounds = std::uint64_t(std::max(1, opt.min_repeats));
+  const std::uint64_t draw = seed("verified round");
+  // Any round but the recorded one, each as likely (with one round only, that one).
+  tc.verified_round = tc.record && rounds > 1
+                          ? static_cast<int>((std::uint64_t(tc.recorded_round) + 1 + draw % (rounds - 1)) % rounds)
+                          : static_cast<int>(draw % rounds);
 }
 
 std::string reproduce_hint() {

@@ -90,6 +90,7 @@ void own_kernels(std::string_view step, const std::function<void()>& call) {
 
 void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& opt) {
   tc.record = [step = std::move(step)](const std::function<void()>& call) { own_kernels(step, call); };
+  tc.recorded_round = static_cast<int>(seed("recorded round") % std::uint64_t(std::max(1, opt.min_repeats)));
   pick_timed_round(tc, opt);
 }
 

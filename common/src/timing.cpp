@@ -253,8 +253,8 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   }
   std::vector<double> tb, tcand, esc, idle;
   double total = 0, wait = 0, baseline_wait = 0;
-  // The candidate's call in round recorded_round is verified as well as the last (see TimedCase::verify): its
-  // output is checked right after it, outside the timing, before the next refresh overwrites its inputs.
+  // The candidate's counted call in round verified_round is verified as well as the last (see TimedCase::verify):
+  // its output is checked right after it, outside the timing, before the next refresh overwrites its inputs.
   const auto verify_picked = [&](int k) {
     verify_call(tc, "timed call " + std::to_string(k) + ", one the gate's secret picked among the timed calls");
   };
@@ -264,18 +264,17 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
        ++round) {
     const double b = timed(baseline, &baseline_wait);
     idle.push_back(baseline_wait);
-    const bool picked = round == tc.recorded_round;
     const int k = call;
-    if (tc.record && picked) {
+    if (tc.record && round == tc.recorded_round) {
       timed(candidate, nullptr, true);  // checked, not counted (see TimedCase::record)
-      verify_picked(k);
+      if (round == tc.verified_round) verify_picked(k);  // a gate that set both to one round
       continue;
     }
     tb.push_back(b);
     tcand.push_back(timed(candidate, &wait));
     esc.push_back(wait);
     total += tb.back() + tcand.back();
-    if (picked) verify_picked(k);
+    if (round == tc.verified_round) verify_picked(k);
   }
   if (tc.record) timed(candidate, nullptr, true);  // the last call, recorded too
   report::detail::trace_checkpoint("the timed calls", true);

@@ -55,7 +55,7 @@ labkit::TimingOptions exact_rounds(int rounds) {
 TEST_CASE("compare_speed verifies the candidate's call of the picked round and its last call", "[gpu][timing]") {
   if (!labkit::has_device()) SKIP(labkit::no_device_reason());
   CopyCase c;
-  c.tc.recorded_round = 2;  // a gate derives it from its secret (gate::pick_timed_round)
+  c.tc.verified_round = 2;  // a gate derives it from its secret (gate::pick_timed_round)
   labkit::DeviceBuffer<float> spare(kN);
   const auto baseline = [&](int) {
     LABKIT_CUDA(cudaMemcpyAsync(spare.data(), c.in.data(), kN * sizeof(float), cudaMemcpyDeviceToDevice));
@@ -77,18 +77,24 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
     CHECK_FALSE(c.checked[0].right);
     CHECK(c.checked[1].right);
   }
-  SECTION("with `record`, the recorded call of the picked round is the one verified") {
+  SECTION("with `record`, a step that works only on the recorded calls is caught at the verified one") {
+    // As if it could tell the recorder's calls from the others: both recorded calls are right, and the counted call
+    // of round 2 (not the recorded round 1) is the one checked.
+    c.tc.recorded_round = 1;
+    bool recording = false;
     int recorded = 0;
     c.tc.record = [&](const std::function<void()>& call) {
       ++recorded;
+      recording = true;
       call();
+      recording = false;
     };
-    labkit::compare_speed(baseline, [&](int) { c.copy(); }, c.tc, exact_rounds(4));
+    labkit::compare_speed(baseline, [&](int) { if (recording) c.copy(); }, c.tc, exact_rounds(4));
     CHECK(recorded == 2);
     REQUIRE(c.checked.size() == 2);
     CHECK(c.checked[0].call == "timed call 7, one the gate's secret picked among the timed calls");
-    CHECK(c.checked[0].right);
-    CHECK(c.checked[1].right);
+    CHECK_FALSE(c.checked[0].right);
+    CHECK(c.checked[1].right);  // the last call, recorded
   }
 }
 

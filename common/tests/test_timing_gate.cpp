@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "labkit/gate.h"
+#include "labkit/launches.h"
 #include "labkit/random.h"
 #include "labkit/rubric.h"
 #include "labkit/timing.h"
@@ -38,6 +39,42 @@ TEST_CASE("the per-run secret is fixed within a run and settable to reproduce on
   CHECK(seed("x") == mix_seed(base_seed(), 42, "x"));
   CHECK_THAT(reproduce_hint(), ContainsSubstring("--labkit-secret 42"));
   CHECK_THAT(reproduce_hint(), ContainsSubstring("--rng-seed " + std::to_string(base_seed())));
+  detail::set_secret(s);
+}
+
+TEST_CASE("the verified round is drawn from the secret, below min_repeats, never the recorded round", "[cpu][seed]") {
+  using namespace labkit::gate;
+  const std::uint64_t s = secret();
+  labkit::TimingOptions opt;
+  opt.min_repeats = 5;
+  std::vector<int> seen_verified(5), seen_recorded(5);
+  for (std::uint64_t trial = 0; trial < 200; ++trial) {
+    detail::set_secret(1000 + trial);
+    labkit::TimedCase recorded;
+    record_timed_calls(recorded, "step", opt);
+    REQUIRE(recorded.recorded_round >= 0);
+    REQUIRE(recorded.recorded_round < 5);
+    REQUIRE(recorded.verified_round >= 0);
+    REQUIRE(recorded.verified_round < 5);
+    CHECK(recorded.verified_round != recorded.recorded_round);
+    ++seen_recorded[std::size_t(recorded.recorded_round)];
+    ++seen_verified[std::size_t(recorded.verified_round)];
+    labkit::TimedCase plain;  // no recorder: any round
+    pick_timed_round(plain, opt);
+    CHECK(plain.verified_round >= 0);
+    CHECK(plain.verified_round < 5);
+  }
+  // Every round comes up for both (200 draws over 5 rounds: a round left out would be a broken draw, not chance).
+  for (int r = 0; r < 5; ++r) {
+    CHECK(seen_recorded[std::size_t(r)] > 0);
+    CHECK(seen_verified[std::size_t(r)] > 0);
+  }
+  // One round only: the verified round is that one, even with a recorder.
+  opt.min_repeats = 1;
+  labkit::TimedCase one;
+  record_timed_calls(one, "step", opt);
+  CHECK(one.recorded_round == 0);
+  CHECK(one.verified_round == 0);
   detail::set_secret(s);
 }
 

@@ -92,9 +92,9 @@ void set_secret(std::uint64_t secret);
 // "reproduce: <binary> "step3.correct" --rng-seed 1234 --labkit-secret 5678"
 std::string reproduce_hint();
 
-// For a speed gate whose step may use libraries (no record): sets tc.recorded_round to a round below
-// opt.min_repeats that the gate's secret picks, so compare_speed verifies the candidate's call in a round a step
-// cannot predict as well as the last one (see labkit::TimedCase). record_timed_calls (launches.h) does this too.
+// For a speed gate: sets tc.verified_round to a round below opt.min_repeats that the gate's secret picks (not
+// tc.recorded_round when tc.record is set), so compare_speed verifies the candidate's counted call in a round a step
+// cannot predict as well as the last one (see labkit::TimedCase). record_timed_calls (launches.h) calls it.
 void pick_timed_round(TimedCase& tc, const TimingOptions& opt);
 
 // The rubric this binary was started with (--labkit-rubric, or the lab's own rubric.toml).

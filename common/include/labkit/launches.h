@@ -160,6 +160,7 @@ void own_kernels(std::string_view step, const std::function<void()>& call);
 
 // For a speed gate: sets tc.record to own_kernels(step, call) and tc.recorded_round to a round below
 // opt.min_repeats that the gate's secret picks (labkit::gate::seed), so compare_speed records the candidate in
-// one timed round a step cannot predict and in the call verify() checks (see labkit::TimedCase).
+// one timed round a step cannot predict and in the last call; and tc.verified_round, another such round
+// (gate::pick_timed_round), whose counted call verify() checks besides the last (see labkit::TimedCase).
 void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& opt);
 }  // namespace labkit::gate

@@ -43,26 +43,28 @@ struct SpeedComparison {
 //    contents and resets the output, so that a cache keyed on pointers, sizes or sampled values misses, and the
 //    timed call does not read inputs still warm in L2 from the refresh;
 //  - verify(): untimed, checks the output of the candidate call just made against a trusted result; it fails the
-//    gate itself (gate::require). compare_speed calls it twice: after the candidate's call in the round
-//    `recorded_round` (below), and after the last call. A step that skips its work on some calls (an answer kept
-//    from an earlier call, or none) and computes it only on the call it guesses is checked is caught with a chance
-//    of at least its skip rate at the first, which it cannot tell from the others, and needs luck at the last too.
-//    Its messages name the call with verified_call().
+//    gate itself (gate::require). compare_speed calls it twice: after the candidate's counted call in round
+//    `verified_round`, and after the last call. A step that skips its work on some calls (an answer kept from an
+//    earlier call, or none) is caught with a chance of at least its skip rate at the first, which it cannot tell
+//    from the other counted calls, and needs luck at the last too. Its messages name the call with verified_call().
 // Both are required; a gate that leaves refresh empty says why in a comment.
 //  - record(call) (optional; every gate whose step may run only its own kernels sets it, with
 //    gate::record_timed_calls): runs one candidate call inside the launch recorder (gate::own_kernels), which fails
 //    the gate when a library kernel ran. compare_speed records the candidate in one timed round, `recorded_round`
 //    (< min_repeats, so it always comes; the gate derives it from its secret, so a step cannot know which), and in
-//    one last call after the timed rounds, the one verify() checks. A step that runs its own kernels only on some
-//    calls (the first at a size, say) and a library's on the others is seen; neither recorded call counts in the
-//    medians (the recorder's host work is not the step's). Without it, the gate must record an untimed call itself.
-//    Without `record`, the candidate's timed call of round `recorded_round` is the one verified before the last, so a
-//    gate sets `recorded_round` from its secret either way (gate::record_timed_calls, or gate::pick_timed_round).
+//    one last call after the timed rounds. A step that runs its own kernels only on some calls (the first at a size,
+//    say) and a library's on the others is seen; neither recorded call counts in the medians (the recorder's host
+//    work is not the step's). Without it, the gate must record an untimed call itself.
+//  - verified_round (< min_repeats; -1: none): the round whose counted candidate call is verified before the last.
+//    The gate derives it from its secret (gate::pick_timed_round; record_timed_calls does it too) and keeps it apart
+//    from `recorded_round`: a step that could tell a recorded call from another (by the recorder's cost per launch)
+//    and did its work only there would pass both recorded calls, but not this one.
 struct TimedCase {
   std::function<void(int rep)> refresh;
   std::function<void()> verify;
   std::function<void(const std::function<void()>& call)> record;
   int recorded_round = 0;
+  int verified_round = -1;
 };
 
 // While compare_speed runs verify(): which call it checks, for the gate's messages ("the last timed call", or
@@ -73,7 +75,7 @@ std::string verified_call();
 // has a context on, so that work a step leaves running on a second GPU (lab 08's, or any a worker with several
 // GPUs makes visible) is charged like work on a private stream.
 // The order of one round: refresh(k); evict_l2(); baseline(k) timed; refresh(k+1); evict_l2(); candidate(k+1)
-// timed; then the wait for escaped work (and, in round `recorded_round`, verify()). k counts every call from 0
+// timed; then the wait for escaped work (and, in round `verified_round`, verify()). k counts every call from 0
 // (warm-up included), so a gate can derive the inputs of call k from k, and the call before each verify() is always
 // the candidate's (with `record`, the last is the extra recorded call after the timed rounds).
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
