@@ -170,10 +170,11 @@ std::vector<int> devices_in_use() {
   return used;
 }
 
-// Waits for every device the process uses and leaves the current device as it was: a step could otherwise leave
-// work running on a second GPU (lab 08's, or one a worker with several GPUs makes visible) into the next round,
-// where the one-GPU baseline would not even compete with it.
-void synchronize_devices() {
+}  // namespace
+
+// A step could otherwise leave work running on a second GPU (lab 08's, or one a worker with several GPUs makes
+// visible) into the next round, where the one-GPU baseline would not even compete with it.
+void synchronize_devices_in_use() {
   const std::vector<int> used = devices_in_use();
   if (used.size() == 1) {
     LABKIT_CUDA(cudaDeviceSynchronize());
@@ -188,11 +189,12 @@ void synchronize_devices() {
   LABKIT_CUDA(cudaSetDevice(current));
 }
 
+namespace {
 // How long the devices still work after the stop event of the last call has completed (see above).
 double wait_after_stop_ms(EventTimer& timer) {
   timer.elapsed_ms();  // waits for the stop event only
   const auto t0 = std::chrono::steady_clock::now();
-  synchronize_devices();
+  synchronize_devices_in_use();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -231,7 +233,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     const char* side = &fn == &baseline ? "baseline" : recorded ? "candidate (recorded)" : "candidate";
     const auto wall0 = std::chrono::steady_clock::now();
     tc.refresh(k);
-    synchronize_devices();
+    synchronize_devices_in_use();
     evict_l2();
     timer.start();
     if (recorded)

@@ -111,6 +111,11 @@ void charge_escaped_tail(std::vector<double>& candidate_ms, const std::vector<do
 SpeedComparison summarize_comparison(std::vector<double> baseline_ms, std::vector<double> candidate_ms,
                                      std::vector<double> escaped_ms);
 
+// Waits for every device this process has a context on (the runtime's primary contexts, which the driver reports
+// active), the current one included, and leaves the current device as it was. compare_speed's waits use it; so does
+// a gate that times a step with clocks of its own (lab 09).
+void synchronize_devices_in_use();
+
 // Pushes everything out of L2 with an untimed read of a buffer twice the L2 size (on the default stream), so
 // that the next timed call reads its inputs from DRAM as it would in a real pipeline. See timing_l2.cu.
 void evict_l2();

@@ -44,14 +44,14 @@ double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Milliseconds of fn on the slowest process, barrier to barrier, the GPU drained before the clock stops (work left
-// running after the return is counted).
+// Milliseconds of fn on the slowest process, barrier to barrier, every GPU the process uses drained before the clock
+// stops (work left running after the return is counted, also on a GPU other than the rank's own).
 double timed_ms(const std::function<void()>& fn) {
-  LABKIT_CUDA(cudaDeviceSynchronize());
+  labkit::synchronize_devices_in_use();
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = MPI_Wtime();
   fn();
-  LABKIT_CUDA(cudaDeviceSynchronize());
+  labkit::synchronize_devices_in_use();
   double t = (MPI_Wtime() - t0) * 1e3;
   MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return t;
