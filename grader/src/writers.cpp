@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <map>
 #include <set>
@@ -303,6 +304,40 @@ std::string gradebook_csv(const std::vector<SubmissionResult>& results) {
   return out;
 }
 
+std::string speed_review(const std::vector<SubmissionResult>& results) {
+  struct Row {
+    std::string student, gate;
+    double measured, reference;
+  };
+  std::vector<Row> rows;
+  for (const auto& r : results)
+    for (const auto& l : r.labs)
+      for (const auto& g : l.gates)
+        if (g.status == Status::passed && g.measured && g.reference && *g.reference > 0 &&
+            *g.measured >= kReviewAboveReference * *g.reference)
+          rows.push_back({r.student.empty() ? "local" : r.student, "lab" + l.lab + " " + g.id, *g.measured,
+                          *g.reference});
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.measured / a.reference > b.measured / b.reference; });
+  const int margin = static_cast<int>(std::lround((kReviewAboveReference - 1) * 100));
+  std::ostringstream md;
+  md << "### Speed well above the reference solution\n\n";
+  if (rows.empty()) {
+    md << "No passed speed gate measured " << margin << " % or more above the rubric's reference.\n\n";
+    return md.str();
+  }
+  md << "Passed speed gates that measured " << margin << " % or more above the rubric's reference (the reference "
+     << "solution's figure, on the GPU the rubric names): a better kernel than the reference, a faster GPU, or a gate "
+     << "gamed in a way its checks missed. Not scored; worth a look (the instructor guide: re-run the student alone, "
+     << "with another --rng-seed, or read the step).\n\n| student | gate | measured | reference | x reference |\n"
+     << "|---|---|---:|---:|---:|\n";
+  for (const auto& row : rows)
+    md << "| " << md_cell(row.student) << " | " << md_cell(row.gate) << " | " << num(row.measured) << " | "
+       << num(row.reference) << " | " << fmt::format("{:.2f}", row.measured / row.reference) << " |\n";
+  md << "\n";
+  return md.str();
+}
+
 std::string markdown_report(const std::vector<SubmissionResult>& results, const std::string& title) {
   std::ostringstream md;
   std::time_t now = std::time(nullptr);
@@ -349,6 +384,7 @@ std::string markdown_report(const std::vector<SubmissionResult>& results, const 
     md << "\n### Pass rate per gate\n\n| gate | passed |\n|---|---:|\n";
     for (const auto& k : order) md << "| " << md_cell(k) << " | " << pass[k].first << "/" << pass[k].second << " |\n";
     md << "\n";
+    md << speed_review(results);
   }
 
   for (const auto& r : results) {

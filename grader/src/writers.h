@@ -31,6 +31,12 @@ std::string gradebook_csv(const std::vector<SubmissionResult>& results);
 
 std::string markdown_report(const std::vector<SubmissionResult>& results, const std::string& title);
 
+// The class report's list of passed speed gates whose figure is kReviewAboveReference times the rubric's reference
+// or more (the reference solution measures within a few per cent of it on the GPU the rubric names), most above
+// first: not a verdict, a list of what an instructor may want to re-run or read. Part of markdown_report's summary.
+inline constexpr double kReviewAboveReference = 1.15;
+std::string speed_review(const std::vector<SubmissionResult>& results);
+
 // Escaping, exposed for the tests.
 std::string xml_escape(const std::string& s);
 std::string csv_field(const std::string& s, bool text);  // text fields are also guarded against spreadsheet formulas

@@ -119,6 +119,31 @@ TEST_CASE("the Markdown report has a summary and per-student tables", "[writers]
   CHECK_THAT(md, ContainsSubstring("Pass rate per gate"));
 }
 
+TEST_CASE("the class report lists passed speed figures well above the reference, most above first", "[writers]") {
+  auto with_ratio = [](const std::string& student, double ratio, double threshold) {
+    SubmissionResult r = sample(student);
+    GateResult& g = r.labs[0].gates[1];
+    g.threshold = threshold;
+    g.reference = 1.0;
+    g.metrics["ratio"] = {ratio, "x"};
+    g.status = Status::passed;  // as the gate binary reported it; apply_rubric re-checks the figure
+    g.message.clear();
+    apply_rubric(r.labs[0]);
+    return r;
+  };
+  const std::string md = markdown_report({with_ratio("near", 1.1, 0.8), with_ratio("far", 1.6, 0.8),
+                                          with_ratio("farther", 2.5, 0.8), with_ratio("failed", 1.5, 2.0)},
+                                         "Class");
+  CHECK_THAT(md, ContainsSubstring("### Speed well above the reference solution"));
+  CHECK_THAT(md, ContainsSubstring("| farther | lab01 step2.speed | 2.5 | 1 | 2.50 |\n"
+                                   "| far | lab01 step2.speed | 1.6 | 1 | 1.60 |"));
+  CHECK_FALSE(contains(md, "| near | lab01 step2.speed"));    // within the margin: the reference's own spread
+  CHECK_FALSE(contains(md, "| failed | lab01 step2.speed"));  // a failed gate is in the tables already
+  // Nobody above: one line that says so.
+  CHECK_THAT(markdown_report({with_ratio("a", 1.0, 0.8), with_ratio("b", 0.9, 0.8)}, "Class"),
+             ContainsSubstring("No passed speed gate measured 15 % or more above the rubric's reference."));
+}
+
 TEST_CASE("student-visible output carries nothing of a hidden gate but its id, status and points", "[writers]") {
   SubmissionResult r = sample("alice");
   LabResult& lab = r.labs[0];
