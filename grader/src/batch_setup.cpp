@@ -367,6 +367,14 @@ void Batch::plan_slots() {
     std::cerr << "labgrade: warning: " << workers_ << " workers share " << gpus_.size()
               << " GPU(s): their speed gates take turns on it, but their other runs share its memory, and a "
                  "student's gates can fail for memory another student's run holds\n";
+  // Nothing of the batch runs on a GPU yet (the CUDA query's child has exited): whatever computes there now is
+  // someone else's, and would share the GPU with the speed gates by time slices.
+  if (!gpus_.empty())
+    if (const auto busy = gpu_processes(); !busy.empty())
+      std::cerr << "labgrade: warning: other processes compute on this machine's GPUs: "
+                << describe_gpu_processes(busy)
+                << ". A speed gate timed beside one of them shares the GPU and can fail through no fault of the "
+                   "submission: stop them, or give the batch only idle GPUs (--gpus)\n";
 }
 
 void Batch::list_students() {

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "util.h"
@@ -70,6 +71,51 @@ CudaInfo query_cuda(const std::filesystem::path& probe_exe) {
   info.ok = !info.gpus.empty();
   if (!info.ok && info.error.empty()) info.error = "no CUDA device";
   return info;
+}
+
+std::vector<GpuProcess> parse_gpu_processes(const std::string& apps_csv, const std::string& gpus_csv) {
+  std::map<std::string, std::string> index_of;  // UUID -> "0"
+  for (const auto& line : split_lines(gpus_csv)) {
+    const auto fields = split(line, ',');
+    if (fields.size() == 2 && !trim(fields[0]).empty()) index_of[trim(fields[1])] = trim(fields[0]);
+  }
+  std::vector<GpuProcess> out;
+  for (const auto& line : split_lines(apps_csv)) {
+    const auto fields = split(line, ',');
+    if (fields.size() < 4) continue;
+    GpuProcess p;
+    const std::string uuid = trim(fields[0]);
+    p.pid = trim(fields[1]);
+    if (uuid.empty() || p.pid.empty() || p.pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    p.gpu = index_of.count(uuid) ? "GPU " + index_of[uuid] : uuid;
+    p.memory = trim(fields[2]);
+    std::string name = fields[3];
+    for (std::size_t i = 4; i < fields.size(); ++i) name += "," + fields[i];
+    p.name = trim(name);
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<GpuProcess> gpu_processes(double timeout_s) {
+  const auto smi = find_program("nvidia-smi");
+  if (!smi) return {};
+  const auto apps = run_command({smi->string(), "--query-compute-apps=gpu_uuid,pid,used_memory,process_name",
+                                 "--format=csv,noheader"},
+                                timeout_s);
+  if (apps.exit_code != 0 || trim(apps.output).empty()) return {};
+  const auto gpus = run_command({smi->string(), "--query-gpu=index,uuid", "--format=csv,noheader"}, timeout_s);
+  return parse_gpu_processes(apps.output, gpus.exit_code == 0 ? gpus.output : "");
+}
+
+std::string describe_gpu_processes(const std::vector<GpuProcess>& procs) {
+  std::string out;
+  for (const auto& p : procs) {
+    std::string what = p.name.empty() ? "?" : p.name;
+    if (!p.memory.empty() && p.memory.find("N/A") == std::string::npos) what += ", " + p.memory;
+    out += (out.empty() ? "" : "; ") + std::string("pid ") + p.pid + " (" + what + ") on " + p.gpu;
+  }
+  return out;
 }
 
 }  // namespace labgrade

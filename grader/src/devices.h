@@ -31,4 +31,21 @@ std::string cuda_version_text(int v);  // 13000 -> "13.0"
 // Internal: prints the query as JSON on stdout.
 int probe_cuda_main();
 
+// A process that nvidia-smi lists as computing on a GPU. Speed gates timed while another process computes on their
+// GPU share it by time slices and come out slower, through no fault of the submission: `labgrade doctor` and the
+// start of a batch say so before anything is graded.
+struct GpuProcess {
+  std::string gpu;  // "GPU 0" (nvidia-smi's numbering), or the UUID where the GPU list does not name it
+  std::string pid, name, memory;
+};
+// Parses `nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory,process_name --format=csv,noheader` (the name
+// last: it may hold commas) with `--query-gpu=index,uuid --format=csv,noheader` for the GPUs' numbers. Lines it
+// cannot read (a message instead of a row, say) are left out.
+std::vector<GpuProcess> parse_gpu_processes(const std::string& apps_csv, const std::string& gpus_csv);
+// The compute processes on this machine's GPUs now, as nvidia-smi (searched on PATH) lists them; none when it is
+// missing, fails or takes longer than `timeout_s`.
+std::vector<GpuProcess> gpu_processes(double timeout_s = 20);
+// "pid 4242 (python3, 3120 MiB) on GPU 0; pid 77 (...) on GPU 1"
+std::string describe_gpu_processes(const std::vector<GpuProcess>& procs);
+
 }  // namespace labgrade

@@ -133,16 +133,29 @@ void check_cmake(Report& rep) {
   }
 }
 
+// Warns about other processes computing on the GPUs: speed gates share a GPU with them by time slices.
+void check_gpu_processes(Report& rep) {
+  const std::vector<GpuProcess> busy = gpu_processes();
+  if (busy.empty()) {
+    rep.ok("no other process computes on the GPUs now (nvidia-smi)");
+    return;
+  }
+  rep.warn("other processes compute on the GPUs now: " + describe_gpu_processes(busy),
+           "a speed gate timed beside another process shares the GPU with it and can fail through no fault of the "
+           "submission: stop them before grading, or give the batch only idle GPUs (--gpus)");
+}
+
 // Reports the GPUs and driver that nvidia-smi lists.
 void check_nvidia_smi(Report& rep) {
   // nvidia-smi first: it tells "no driver" from "a driver but no GPU" from "a GPU the runtime cannot use".
   if (auto smi = find_program("nvidia-smi")) {
     auto r = run_command({smi->string(), "--query-gpu=name,driver_version", "--format=csv,noheader"}, 30);
-    if (r.exit_code == 0 && !trim(r.output).empty())
+    if (r.exit_code == 0 && !trim(r.output).empty()) {
       for (const auto& line : split_lines(r.output)) {
         if (!trim(line).empty()) rep.ok("nvidia-smi: " + trim(line) + " (name, driver)");
       }
-    else
+      check_gpu_processes(rep);
+    } else
       rep.warn("nvidia-smi is installed but lists no GPU (" + trim(r.output).substr(0, 200) + ")",
                "reboot after installing the driver; in a container, start it with GPU access (docker run --gpus "
                "all); check CUDA_VISIBLE_DEVICES");

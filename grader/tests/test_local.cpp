@@ -2,6 +2,7 @@
 // format, without a GPU.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <cstdlib>
 #include <fstream>
 
 #include "devices.h"
@@ -129,6 +130,52 @@ TEST_CASE("doctor reports this machine and fails only on missing tools", "[local
   CHECK_THAT(r.output, ContainsSubstring("nvcc"));
   CHECK_THAT(r.output, ContainsSubstring("cmake"));
   if (!query_cuda(test::labgrade_exe()).ok) CHECK_THAT(r.output, ContainsSubstring("GPU gates will be skipped"));
+}
+
+namespace {
+// Puts a stand-in nvidia-smi first on PATH for the scope: two GPUs, two compute processes on them (the second with
+// no memory figure and a comma in its name, as containers and odd paths give).
+struct BusyGpus {
+  test::TempDir dir{"busygpus"};
+  std::string saved = std::getenv("PATH") ? std::getenv("PATH") : "";
+  BusyGpus() {
+    const fs::path smi = dir.path / "nvidia-smi";
+    {
+      std::ofstream f(smi);
+      f << "#!/bin/sh\ncase \"$1\" in\n"
+           "  --query-compute-apps=*) printf 'GPU-aaaa, 4242, 3120 MiB, /usr/bin/python3\\n"
+           "GPU-bbbb, 77, [N/A], /opt/odd,name\\n' ;;\n"
+           "  --query-gpu=index,uuid) printf '0, GPU-aaaa\\n1, GPU-bbbb\\n' ;;\n"
+           "  --query-gpu=name,driver_version) printf 'NVIDIA Stand-in, 580.00\\n' ;;\n"
+           "  *) exit 2 ;;\nesac\n";
+    }
+    fs::permissions(smi, fs::perms::owner_all);
+    setenv("PATH", (dir.path.string() + ":" + saved).c_str(), 1);
+  }
+  ~BusyGpus() { setenv("PATH", saved.c_str(), 1); }
+};
+}  // namespace
+
+TEST_CASE("other processes on the GPUs: parsed from nvidia-smi, named by GPU, reported by doctor", "[local]") {
+  // The parser alone: rows it cannot read (a message, a blank line, a pid that is not a number) are left out, and a
+  // GPU the index list does not name keeps its UUID.
+  const auto procs = parse_gpu_processes(
+      "GPU-aaaa, 4242, 3120 MiB, /usr/bin/python3\nNo running processes found\n\nGPU-cccc, x, 1 MiB, y\n"
+      "GPU-dddd, 9, 5 MiB, z\n",
+      "0, GPU-aaaa\n");
+  REQUIRE(procs.size() == 2);
+  CHECK(describe_gpu_processes(procs) ==
+        "pid 4242 (/usr/bin/python3, 3120 MiB) on GPU 0; pid 9 (z, 5 MiB) on GPU-dddd");
+  CHECK(parse_gpu_processes("", "0, GPU-aaaa\n").empty());
+  BusyGpus busy;
+  CHECK(describe_gpu_processes(gpu_processes()) ==
+        "pid 4242 (/usr/bin/python3, 3120 MiB) on GPU 0; pid 77 (/opt/odd,name) on GPU 1");
+  auto r = run_command({test::labgrade_exe().string(), "--repo", test::repo_root().string(), "doctor", "--build-dir",
+                        test::build_dir().string()},
+                       120);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);  // a warning, not a failure
+  CHECK_THAT(r.output, ContainsSubstring("other processes compute on the GPUs now: pid 4242"));
 }
 
 TEST_CASE("grading one's own tree with labs side by side: a lab's speed gates are timed as soon as it is built",
