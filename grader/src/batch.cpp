@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "batch_internal.h"
+#include "devices.h"
 #include "grade.h"
 #include "objcheck.h"
 #include "runner.h"
@@ -349,6 +350,16 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
   // Then, once the compiles have all ended, the rest of each lab, the labs side by side.
   std::vector<double> speed_used(labs_.size(), 0.0);
   s.untimed_seconds.assign(labs_.size(), 0.0);
+  // Other processes on this worker's GPUs, looked for before the first speed gate and after the last (nothing of
+  // the batch runs there at either moment): one computing there shared the GPU with the timing by time slices.
+  std::vector<std::string> shared_gpu;
+  const auto look_for_others = [&](const char* when) {
+    const auto it = gpu_uuids_.find(gpu);
+    if (it == gpu_uuids_.end() || it->second.empty()) return;
+    if (const auto others = on_gpus(gpu_processes(10), it->second); !others.empty())
+      shared_gpu.push_back(std::string(when) + ": " + describe_gpu_processes(others));
+  };
+  look_for_others("before the speed gates");
   if (shared_slot)
     while (const std::optional<std::size_t> i = s.built.next()) {
       start();
@@ -357,6 +368,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
     }
   s.built.wait_finished();
   if (s.built.failed()) return;  // the compile could not go on (the grader's fault): the caller says why
+  if (shared_slot) look_for_others("after the speed gates");
   start();
   for (std::size_t i = 0; i < labs_.size(); ++i)
     if (!s.exes[i].empty() && specs[i].exe.empty()) prepare(i);
@@ -371,6 +383,18 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
     s.untimed_seconds[i] = std::max(0.0, lab.run_seconds - speed_used[i]);
   });
   if (shared_slot) sweep_uid(&sandbox_, slot);
+  if (!shared_slot) look_for_others("after the gates");  // one lab at a time: the speed gates ran among the others
+  if (!shared_gpu.empty()) {
+    std::cerr << "labgrade: warning: " << s.student << ": other processes computed on GPU " << gpu << " ("
+              << join(shared_gpu, "; ") << ")\n";
+    for (auto& lab : s.result.labs)
+      if (std::any_of(lab.gates.begin(), lab.gates.end(), [](const GateResult& g) { return g.kind == "speed"; }))
+        lab.notes.push_back(std::string(kSharedGpuNote) + "other processes computed on this student's GPU when its "
+                            "speed gates were timed (" + join(shared_gpu, "; ") + "): they shared the GPU, and a "
+                            "failed speed gate may be the machine's, not the student's. To grade the student "
+                            "again: remove its result.json from the batch's output folder and run the same "
+                            "labgrade batch command");
+  }
   // The student's run time is the clock's, from its first gate: with labs side by side, less than the labs' own
   // times added up.
   s.result.run_seconds = std::chrono::duration<double>(Clock::now() - *started).count();

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -37,20 +38,27 @@ int probe_cuda_main() {
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    // The 16 bytes nvidia-smi prints as GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx: the key between the two views.
+    const auto* u = reinterpret_cast<const unsigned char*>(p.uuid.bytes);
+    char uuid[64];
+    std::snprintf(uuid, sizeof uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                  u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
     j["gpus"].push_back({{"index", i},
                          {"name", p.name},
                          {"major", p.major},
                          {"minor", p.minor},
                          {"sm_count", p.multiProcessorCount},
-                         {"memory_gib", static_cast<double>(p.totalGlobalMem) / (1u << 30)}});
+                         {"memory_gib", static_cast<double>(p.totalGlobalMem) / (1u << 30)},
+                         {"uuid", uuid}});
   }
   std::cout << j.dump() << std::endl;
   return 0;
 }
 
-CudaInfo query_cuda(const std::filesystem::path& probe_exe) {
+namespace {
+CudaInfo run_probe(const std::vector<std::string>& argv) {
   CudaInfo info;
-  auto r = run_command({(probe_exe.empty() ? self_exe() : probe_exe).string(), "__probe-cuda"}, 60);
+  auto r = run_command(argv, 60);
   if (r.timed_out) {
     info.error = "the CUDA query did not answer within 60 s (a wedged driver? try nvidia-smi)";
     return info;
@@ -67,10 +75,26 @@ CudaInfo query_cuda(const std::filesystem::path& probe_exe) {
   info.error = j.value("error", "");
   for (const auto& g : j.value("gpus", nlohmann::json::array()))
     info.gpus.push_back({g.value("index", 0), g.value("name", ""), g.value("major", 0), g.value("minor", 0),
-                         g.value("sm_count", 0), g.value("memory_gib", 0.0)});
+                         g.value("sm_count", 0), g.value("memory_gib", 0.0), g.value("uuid", "")});
   info.ok = !info.gpus.empty();
   if (!info.ok && info.error.empty()) info.error = "no CUDA device";
   return info;
+}
+}  // namespace
+
+CudaInfo query_cuda(const std::filesystem::path& probe_exe) {
+  return run_probe({(probe_exe.empty() ? self_exe() : probe_exe).string(), "__probe-cuda"});
+}
+
+std::vector<std::string> gpu_uuids(const std::string& visible, const std::filesystem::path& probe_exe) {
+  const auto env = find_program("env");
+  if (!env) return {};
+  const CudaInfo info = run_probe({env->string(), "CUDA_VISIBLE_DEVICES=" + visible,
+                                   (probe_exe.empty() ? self_exe() : probe_exe).string(), "__probe-cuda"});
+  std::vector<std::string> out;
+  for (const auto& g : info.gpus)
+    if (!g.uuid.empty()) out.push_back(g.uuid);
+  return out;
 }
 
 std::vector<GpuProcess> parse_gpu_processes(const std::string& apps_csv, const std::string& gpus_csv) {
@@ -87,6 +111,7 @@ std::vector<GpuProcess> parse_gpu_processes(const std::string& apps_csv, const s
     const std::string uuid = trim(fields[0]);
     p.pid = trim(fields[1]);
     if (uuid.empty() || p.pid.empty() || p.pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    p.uuid = uuid;
     p.gpu = index_of.count(uuid) ? "GPU " + index_of[uuid] : uuid;
     p.memory = trim(fields[2]);
     std::string name = fields[3];
@@ -115,6 +140,13 @@ std::string describe_gpu_processes(const std::vector<GpuProcess>& procs) {
     if (!p.memory.empty() && p.memory.find("N/A") == std::string::npos) what += ", " + p.memory;
     out += (out.empty() ? "" : "; ") + std::string("pid ") + p.pid + " (" + what + ") on " + p.gpu;
   }
+  return out;
+}
+
+std::vector<GpuProcess> on_gpus(const std::vector<GpuProcess>& procs, const std::vector<std::string>& uuids) {
+  std::vector<GpuProcess> out;
+  for (const auto& p : procs)
+    if (std::find(uuids.begin(), uuids.end(), p.uuid) != uuids.end()) out.push_back(p);
   return out;
 }
 

@@ -13,6 +13,7 @@ struct GpuInfo {
   int major = 0, minor = 0;
   int sm_count = 0;
   double memory_gib = 0;
+  std::string uuid;  // "GPU-8f3a...", as nvidia-smi writes it ("" where the runtime gave none)
 };
 
 struct CudaInfo {
@@ -26,6 +27,9 @@ struct CudaInfo {
 // Runs `<probe_exe> __probe-cuda` (labgrade's own hidden sub-command; default: this executable) in a child
 // process, so that a wedged or missing driver cannot take the caller down.
 CudaInfo query_cuda(const std::filesystem::path& probe_exe = {});
+// The same query in a child started with CUDA_VISIBLE_DEVICES=visible (a worker's GPUs, "0" or "2,3"): the UUIDs
+// of the GPUs a gate process of that worker sees, in CUDA's order; empty when the query fails.
+std::vector<std::string> gpu_uuids(const std::string& visible, const std::filesystem::path& probe_exe = {});
 std::string cuda_version_text(int v);  // 13000 -> "13.0"
 
 // Internal: prints the query as JSON on stdout.
@@ -36,7 +40,7 @@ int probe_cuda_main();
 // start of a batch say so before anything is graded.
 struct GpuProcess {
   std::string gpu;  // "GPU 0" (nvidia-smi's numbering), or the UUID where the GPU list does not name it
-  std::string pid, name, memory;
+  std::string uuid, pid, name, memory;
 };
 // Parses `nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory,process_name --format=csv,noheader` (the name
 // last: it may hold commas) with `--query-gpu=index,uuid --format=csv,noheader` for the GPUs' numbers. Lines it
@@ -47,5 +51,7 @@ std::vector<GpuProcess> parse_gpu_processes(const std::string& apps_csv, const s
 std::vector<GpuProcess> gpu_processes(double timeout_s = 20);
 // "pid 4242 (python3, 3120 MiB) on GPU 0; pid 77 (...) on GPU 1"
 std::string describe_gpu_processes(const std::vector<GpuProcess>& procs);
+// The processes of `procs` that compute on one of the GPUs `uuids` names.
+std::vector<GpuProcess> on_gpus(const std::vector<GpuProcess>& procs, const std::vector<std::string>& uuids);
 
 }  // namespace labgrade

@@ -102,6 +102,9 @@ SubmissionResult submission_from_json(const nlohmann::json& j);
 
 // Notes about the run of a lab's hidden gates start with this: student-visible writers leave them out.
 inline constexpr const char* kHiddenRunNote = "[hidden gates] ";
+// Notes that say another process computed on the student's GPU when its speed gates were timed (batch.cpp):
+// the class report lists those students for a second grading.
+inline constexpr const char* kSharedGpuNote = "[shared GPU] ";
 
 // ---- the rubric --------------------------------------------------------------------------------------------
 

@@ -321,6 +321,25 @@ std::string speed_review(const std::vector<SubmissionResult>& results) {
                    [](const Row& a, const Row& b) { return a.measured / a.reference > b.measured / b.reference; });
   const int margin = static_cast<int>(std::lround((kReviewAboveReference - 1) * 100));
   std::ostringstream md;
+  // Students whose speed gates shared their GPU with another process (batch.cpp's kSharedGpuNote): the first list to
+  // act on, since their speed verdicts may be the machine's.
+  std::vector<std::pair<std::string, std::string>> shared;  // student, what was seen
+  for (const auto& r : results)
+    for (const auto& l : r.labs) {
+      const auto it = std::find_if(l.notes.begin(), l.notes.end(),
+                                   [](const std::string& n) { return starts_with(n, kSharedGpuNote); });
+      if (it != l.notes.end()) {
+        shared.emplace_back(r.student.empty() ? "local" : r.student, it->substr(std::string(kSharedGpuNote).size()));
+        break;
+      }
+    }
+  if (!shared.empty()) {
+    md << "### Speed gates timed beside other GPU processes\n\nAnother process computed on the student's GPU when "
+          "its speed gates were timed: grade these students again (remove their result.json from the output folder "
+          "and run the same batch command).\n\n| student | seen |\n|---|---|\n";
+    for (const auto& [student, seen] : shared) md << "| " << md_cell(student) << " | " << md_cell(seen) << " |\n";
+    md << "\n";
+  }
   md << "### Speed well above the reference solution\n\n";
   if (rows.empty()) {
     md << "No passed speed gate measured " << margin << " % or more above the rubric's reference.\n\n";

@@ -167,6 +167,12 @@ TEST_CASE("other processes on the GPUs: parsed from nvidia-smi, named by GPU, re
   CHECK(describe_gpu_processes(procs) ==
         "pid 4242 (/usr/bin/python3, 3120 MiB) on GPU 0; pid 9 (z, 5 MiB) on GPU-dddd");
   CHECK(parse_gpu_processes("", "0, GPU-aaaa\n").empty());
+  // A worker's processes are those on its GPUs' UUIDs (nvidia-smi's key, which the CUDA query gives too).
+  CHECK(procs[0].uuid == "GPU-aaaa");
+  CHECK(on_gpus(procs, {"GPU-dddd"}).size() == 1);
+  CHECK(on_gpus(procs, {"GPU-dddd"})[0].pid == "9");
+  CHECK(on_gpus(procs, {"GPU-bbbb"}).empty());
+  CHECK(on_gpus(procs, {}).empty());
   BusyGpus busy;
   CHECK(describe_gpu_processes(gpu_processes()) ==
         "pid 4242 (/usr/bin/python3, 3120 MiB) on GPU 0; pid 77 (/opt/odd,name) on GPU 1");

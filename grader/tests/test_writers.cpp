@@ -139,6 +139,15 @@ TEST_CASE("the class report lists passed speed figures well above the reference,
                                    "| far | lab01 step2.speed | 1.6 | 1 | 1.60 |"));
   CHECK_FALSE(contains(md, "| near | lab01 step2.speed"));    // within the margin: the reference's own spread
   CHECK_FALSE(contains(md, "| failed | lab01 step2.speed"));  // a failed gate is in the tables already
+  // A student whose speed gates shared the GPU with another process (the batch's note) heads the review.
+  SubmissionResult shared = with_ratio("shared", 0.9, 0.8);
+  shared.labs[0].notes.push_back(std::string(kSharedGpuNote) + "other processes computed on this student's GPU when "
+                                 "its speed gates were timed (before the speed gates: pid 4242 (python3) on GPU 0)");
+  const std::string with_shared = markdown_report({with_ratio("a", 1.0, 0.8), shared}, "Class");
+  CHECK_THAT(with_shared, ContainsSubstring("### Speed gates timed beside other GPU processes"));
+  CHECK_THAT(with_shared, ContainsSubstring("| shared | other processes computed on this student's GPU"));
+  CHECK_THAT(with_shared, ContainsSubstring("pid 4242 (python3) on GPU 0"));
+  CHECK_FALSE(contains(markdown_report({with_ratio("a", 1.0, 0.8)}, "Class"), "beside other GPU processes"));
   // Nobody above: one line that says so.
   CHECK_THAT(markdown_report({with_ratio("a", 1.0, 0.8), with_ratio("b", 0.9, 0.8)}, "Class"),
              ContainsSubstring("No passed speed gate measured 15 % or more above the rubric's reference."));
