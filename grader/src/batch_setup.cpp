@@ -367,13 +367,13 @@ void Batch::plan_slots() {
     std::cerr << "labgrade: warning: " << workers_ << " workers share " << gpus_.size()
               << " GPU(s): their speed gates take turns on it, but their other runs share its memory, and a "
                  "student's gates can fail for memory another student's run holds\n";
-  // Nothing of the batch runs on a GPU yet (the CUDA query's child has exited): whatever computes there now is
-  // someone else's, and would share the GPU with the speed gates by time slices.
   // Each worker's GPUs by UUID, nvidia-smi's key (a worker's CUDA_VISIBLE_DEVICES, asked of CUDA in a child started
   // with it, so that CUDA's numbering and nvidia-smi's never have to agree). Only where no two workers share a GPU:
   // otherwise another worker's runs are on it anyway.
   if (!gpus_.empty() && workers_ <= static_cast<int>(gpus_.size()) && find_program("nvidia-smi"))
     for (const auto& g : gpus_) gpu_uuids_[g] = gpu_uuids(g);
+  // Nothing of the batch runs on a GPU yet (the CUDA queries' children have exited): whatever computes there now is
+  // someone else's, and would share the GPU with the speed gates by time slices.
   if (!gpus_.empty())
     if (const auto busy = gpu_processes(); !busy.empty())
       std::cerr << "labgrade: warning: other processes compute on this machine's GPUs: "
