@@ -144,7 +144,7 @@ void trace_call(const char* side, int call, double ms, double wait_ms, double wa
 // The devices this process has a context on. The runtime API makes only primary contexts (one per device, created
 // by the first call that needs it), and the driver says which are active; the driver is asked through the library
 // the runtime has already loaded, since the gate binaries do not link it. Where it cannot answer: the current one.
-std::vector<int> devices_in_use() {
+std::vector<int> devices_in_use(int current) {
   using GetState = CUresult (*)(CUdevice, unsigned int*, int*);
   using Get = CUresult (*)(CUdevice*, int);
   static const auto driver = [] {
@@ -155,8 +155,7 @@ std::vector<int> devices_in_use() {
     }
     return f;
   }();
-  int current = 0, count = 0;
-  LABKIT_CUDA(cudaGetDevice(&current));
+  int count = 0;
   if (!driver.first || !driver.second || cudaGetDeviceCount(&count) != cudaSuccess) return {current};
   std::vector<int> used;
   for (int d = 0; d < count; ++d) {
@@ -175,13 +174,13 @@ std::vector<int> devices_in_use() {
 // A step could otherwise leave work running on a second GPU (lab 08's, or one a worker with several GPUs makes
 // visible) into the next round, where the one-GPU baseline would not even compete with it.
 void synchronize_devices_in_use() {
-  const std::vector<int> used = devices_in_use();
+  int current = 0;
+  LABKIT_CUDA(cudaGetDevice(&current));
+  const std::vector<int> used = devices_in_use(current);
   if (used.size() == 1) {
     LABKIT_CUDA(cudaDeviceSynchronize());
     return;
   }
-  int current = 0;
-  LABKIT_CUDA(cudaGetDevice(&current));
   for (int d : used) {
     LABKIT_CUDA(cudaSetDevice(d));
     LABKIT_CUDA(cudaDeviceSynchronize());
