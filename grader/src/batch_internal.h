@@ -187,6 +187,7 @@ class Batch {
   // Per worker GPU group (an entry of gpus_), the UUIDs of its GPUs, where each group has a worker of its own and
   // nvidia-smi is there: what other processes on them are looked for around a student's speed gates.
   std::map<std::string, std::vector<std::string>> gpu_uuids_;
+  std::map<std::string, std::string> uuid_of_id_;  // a CUDA_VISIBLE_DEVICES entry (index or UUID) -> its UUID
   double gpu_gib_ = 0;  // the smallest GPU's memory (0: unknown), for default_lab_jobs
   int jobs_ = 1, workers_ = 1;
   int lab_jobs_ = 1;  // labs of one student run at once (labpool.h)

@@ -93,20 +93,23 @@ BuildOptions Batch::find_root_and_gpus() {
   }
   CudaInfo cuda = query_cuda();
   for (const auto& g : cuda.gpus) gpu_gib_ = gpu_gib_ > 0 ? std::min(gpu_gib_, g.memory_gib) : g.memory_gib;
+  // CUDA numbers the GPUs it sees from 0. When this process was itself limited to some GPUs (Slurm, a user's
+  // CUDA_VISIBLE_DEVICES=2,3), index i is the i-th entry of that list, and that entry is what each worker
+  // must be given: "0" would name the machine's first GPU again.
+  std::vector<std::string> inherited;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"))
+    for (auto& e : split(v, ','))
+      if (!trim(e).empty()) inherited.push_back(trim(e));
+  const auto id_of = [&](const GpuInfo& g) {
+    return static_cast<std::size_t>(g.index) < inherited.size() ? inherited[g.index] : std::to_string(g.index);
+  };
+  for (const auto& g : cuda.gpus)
+    if (!g.uuid.empty()) uuid_of_id_[id_of(g)] = uuid_of_id_[g.uuid] = g.uuid;
   if (!opts_.gpus.empty()) {
     gpus_ = parse_gpu_groups(opts_.gpus);
     bo.have_gpu = !gpus_.empty();
   } else {
-    // CUDA numbers the GPUs it sees from 0. When this process was itself limited to some GPUs (Slurm, a user's
-    // CUDA_VISIBLE_DEVICES=2,3), index i is the i-th entry of that list, and that entry is what each worker
-    // must be given: "0" would name the machine's first GPU again.
-    std::vector<std::string> inherited;
-    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"))
-      for (auto& e : split(v, ','))
-        if (!trim(e).empty()) inherited.push_back(trim(e));
-    for (const auto& g : cuda.gpus)
-      gpus_.push_back(static_cast<std::size_t>(g.index) < inherited.size() ? inherited[g.index]
-                                                                          : std::to_string(g.index));
+    for (const auto& g : cuda.gpus) gpus_.push_back(id_of(g));
     bo.have_gpu = cuda.ok;
     if (!cuda.ok) std::cerr << "labgrade: " << cuda.error << ": GPU gates will be skipped\n";
   }
@@ -367,11 +370,16 @@ void Batch::plan_slots() {
     std::cerr << "labgrade: warning: " << workers_ << " workers share " << gpus_.size()
               << " GPU(s): their speed gates take turns on it, but their other runs share its memory, and a "
                  "student's gates can fail for memory another student's run holds\n";
-  // Each worker's GPUs by UUID, nvidia-smi's key (a worker's CUDA_VISIBLE_DEVICES, asked of CUDA in a child started
-  // with it, so that CUDA's numbering and nvidia-smi's never have to agree). Only where no two workers share a GPU:
-  // otherwise another worker's runs are on it anyway.
+  // Each worker's GPUs by UUID, nvidia-smi's key, so that CUDA's numbering and nvidia-smi's never have to agree: from
+  // the CUDA query above where it saw every member of the worker's CUDA_VISIBLE_DEVICES, else asked of CUDA in a
+  // child started with it. Only where no two workers share a GPU: otherwise another worker's runs are on it anyway.
   if (!gpus_.empty() && workers_ <= static_cast<int>(gpus_.size()) && find_program("nvidia-smi"))
-    for (const auto& g : gpus_) gpu_uuids_[g] = gpu_uuids(g);
+    for (const auto& g : gpus_) {
+      std::vector<std::string> uuids;
+      for (const auto& member : split(g, ','))
+        if (const auto it = uuid_of_id_.find(trim(member)); it != uuid_of_id_.end()) uuids.push_back(it->second);
+      gpu_uuids_[g] = uuids.size() == split(g, ',').size() ? uuids : gpu_uuids(g);
+    }
   // Nothing of the batch runs on a GPU yet (the CUDA queries' children have exited): whatever computes there now is
   // someone else's, and would share the GPU with the speed gates by time slices.
   if (!gpus_.empty())
