@@ -64,8 +64,8 @@ std::uint64_t seed(std::string_view label) { return mix_seed(base_seed(), secret
 void pick_timed_round(TimedCase& tc, const TimingOptions& opt) {
   const std::uint64_t rounds = std::uint64_t(std::max(1, opt.min_repeats));
   const std::uint64_t draw = seed("verified round");
-  // Any round but the recorded one, each as likely (with one round only, that one).
-  tc.verified_round = tc.record && rounds > 1
+  // Any round but a recorded one (two_calls), each as likely (with one round only, that one).
+  tc.verified_round = tc.record && tc.recorded == RecordedCalls::two_calls && rounds > 1
                           ? static_cast<int>((std::uint64_t(tc.recorded_round) + 1 + draw % (rounds - 1)) % rounds)
                           : static_cast<int>(draw % rounds);
 }

@@ -170,7 +170,7 @@ std::string enable_launch_callbacks(uint32_t on) {
 
 bool Recorder::active() { return g_active.load(); }
 
-Recorder::Recorder() {
+Recorder::Recorder(Attribution attribution) {
   if (g_active.exchange(true)) {
     reason_ = "another launch recorder is already running";
     return;
@@ -185,7 +185,7 @@ Recorder::Recorder() {
       g_raw.clear();
       g_launched_from.clear();
     }
-    reason_ = enable_launch_callbacks(1);
+    if (attribution == Attribution::by_launch_callbacks) reason_ = enable_launch_callbacks(1);
     if (reason_.empty())
       if (CUptiResult r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r != CUPTI_SUCCESS)
         reason_ = cupti_error("cuptiActivityEnable(CONCURRENT_KERNEL)", r);
@@ -197,26 +197,39 @@ Recorder::Recorder() {
   }
 }
 
+namespace {
+// The kernels recorded since the recorder started or last delivered them, with the library that launched each.
+// Every kernel launched so far must have finished for its record to exist: the caller has waited for the device.
+std::vector<Kernel> collect() {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::vector<Kernel> out;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (const Raw& r : g_raw) {
+    auto it = g_launched_from.find(r.correlation);
+    out.push_back({r.name, it == g_launched_from.end() ? std::string() : it->second, r.shared_bytes, r.registers,
+                   r.static_shared});
+  }
+  g_raw.clear();
+  g_launched_from.clear();
+  return out;
+}
+}  // namespace
+
+std::vector<Kernel> Recorder::take() {
+  if (!available_ || stopped_) return {};
+  cudaDeviceSynchronize();
+  return collect();
+}
+
 std::vector<Kernel> Recorder::stop() {
   if (!available_ || stopped_) return {};
   stopped_ = true;
   // Every kernel of the call must have finished for its record to exist; the gates synchronise after a step
   // anyway, so this costs nothing extra.
   cudaDeviceSynchronize();
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::vector<Kernel> out = collect();
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   enable_launch_callbacks(0);
-  std::vector<Kernel> out;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    for (const Raw& r : g_raw) {
-      auto it = g_launched_from.find(r.correlation);
-      out.push_back({r.name, it == g_launched_from.end() ? std::string() : it->second, r.shared_bytes, r.registers,
-                     r.static_shared});
-    }
-    g_raw.clear();
-    g_launched_from.clear();
-  }
   g_active = false;
   return out;
 }

@@ -220,31 +220,36 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   report::detail::trace_checkpoint("before the timed calls", true);
   EventTimer timer;
   int call = 0;
+  const bool every_call = tc.record && tc.recorded == RecordedCalls::every_call;
+  // every_call: on before the first call and through the last, so that every call pays the same.
+  const std::unique_ptr<CallRecorder> always = every_call ? tc.record() : nullptr;
   // One timed call: fresh inputs (so no cached answer matches), then L2 scrubbed. Scrubbing instead of rotating
   // among input sets because the refresh itself writes the inputs and leaves them in L2; only an eviction after it
   // makes the timed call read from DRAM. The device-wide synchronization after the refresh makes the fresh inputs
   // complete for work on ANY stream (a step on a stream of its own would otherwise race with the refill and fail
   // verification instead of being diagnosed as escaped work). The scrub is then queued before the start event,
   // without a synchronization, so that the timed call's launch overlaps the scrub and the interval holds no host
-  // launch latency. The previous call ended with a device-wide synchronization (the escaped-work wait).
-  auto timed = [&](const std::function<void(int)>& fn, double* escaped, bool recorded = false) {
+  // launch latency. The previous call ended with a device-wide synchronization (the escaped-work wait). A recorded
+  // call's drop() and check() come at the two synchronizations, outside the interval.
+  auto timed = [&](const std::function<void(int)>& fn, double* escaped, bool recorded_once = false) {
     const int k = call++;
-    const char* side = &fn == &baseline ? "baseline" : recorded ? "candidate (recorded)" : "candidate";
+    const bool is_candidate = &fn == &candidate;
     const auto wall0 = std::chrono::steady_clock::now();
     tc.refresh(k);
     synchronize_devices_in_use();
+    const std::unique_ptr<CallRecorder> once = recorded_once ? tc.record() : nullptr;
+    CallRecorder* recorder = once ? once.get() : is_candidate ? always.get() : nullptr;
+    if (recorder) recorder->drop();
     evict_l2();
     timer.start();
-    if (recorded)
-      tc.record([&] { fn(k); });
-    else
-      fn(k);
+    fn(k);
     timer.stop();
     LABKIT_CHECK_LAUNCH();
     const double ms = timer.elapsed_ms();
     const double wait = wait_after_stop_ms(timer);
     if (escaped) *escaped = wait;
-    trace_call(side, k, ms, wait,
+    if (recorder) recorder->check();
+    trace_call(!is_candidate ? "baseline" : recorded_once ? "candidate (recorded)" : "candidate", k, ms, wait,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count());
     return ms;
   };
@@ -259,6 +264,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   const auto verify_picked = [&](int k) {
     verify_call(tc, "timed call " + std::to_string(k) + ", one the gate's secret picked among the timed calls");
   };
+  const bool two_calls = tc.record && !every_call;
   // Alternate baseline and candidate so that both see the same clocks and temperature.
   for (int round = 0; static_cast<int>(tb.size()) < opt.max_repeats &&
                       (static_cast<int>(tb.size()) < opt.min_repeats || total < 2 * opt.budget_ms);
@@ -266,7 +272,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     const double b = timed(baseline, &baseline_wait);
     idle.push_back(baseline_wait);
     const int k = call;
-    if (tc.record && round == tc.recorded_round) {
+    if (two_calls && round == tc.recorded_round) {
       timed(candidate, nullptr, true);  // checked, not counted (see TimedCase::record)
       if (round == tc.verified_round) verify_picked(k);  // a gate that set both to one round
       continue;
@@ -277,7 +283,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     total += tb.back() + tcand.back();
     if (round == tc.verified_round) verify_picked(k);
   }
-  if (tc.record) timed(candidate, nullptr, true);  // the last call, recorded too
+  if (two_calls) timed(candidate, nullptr, true);  // the last call, recorded too
   report::detail::trace_checkpoint("the timed calls", true);
   // The last call was the candidate's: its output, on inputs it never saw before, must be right.
   verify_call(tc, "");

@@ -2,6 +2,7 @@
 // for cuBLAS called directly, and for cuBLAS replayed from a captured CUDA graph. Skipped without a device; on a
 // GPU machine these are the checks that the classification rules hold on the real driver (tags [gpu]).
 #include <catch2/catch_test_macros.hpp>
+#include <memory>
 #include <sstream>
 
 #include "labkit/buffer.h"
@@ -148,13 +149,14 @@ TEST_CASE("a kernel is the binary's own only with the code that was compiled und
   CHECK(cudaGetLastError() == cudaSuccess);
 }
 
-TEST_CASE("compare_speed records the candidate in the chosen round and in the last call, outside the medians",
-          "[gpu][launches][timing]") {
+TEST_CASE("a recorder on through compare_speed takes each candidate call's kernels apart", "[gpu][launches][timing]") {
   // A step that runs its own kernel on its first call at a size and cuBLAS on every later one: the kind of step a
-  // check before the timing (the old speed gates' only recorded call) never caught. The recorded calls see cuBLAS.
+  // check before the timing (the old speed gates' only recorded call) never caught. Every candidate call is seen on
+  // its own: the baseline's cuBLAS GEMM, the refreshes' fills and the verifications are dropped before it, and
+  // compare_speed's L2 scrub runs between the drop and the call under l2_scrub_kernel_name().
   if (!labkit::has_device()) SKIP(labkit::no_device_reason());
   const int n = 512;
-  labkit::DeviceBuffer<float> A(std::size_t(n) * n), B(std::size_t(n) * n), C(std::size_t(n) * n);
+  labkit::DeviceBuffer<float> A(std::size_t(n) * n), B(std::size_t(n) * n), C(std::size_t(n) * n), D(std::size_t(n) * n);
   labkit::CublasHandle handle;
   int candidate_calls = 0;
   auto candidate = [&](int) {
@@ -163,33 +165,54 @@ TEST_CASE("compare_speed records the candidate in the chosen round and in the la
     else
       sgemm(handle, n, A.data(), B.data(), C.data());
   };
-  auto baseline = [&](int) { labkit::fill_random_device(C.data(), C.size(), 6); };
-  std::vector<int> recorded_calls;  // the candidate call counts at which record() ran
-  std::vector<std::string> refusals;
-  int refreshes = 0, verified_after = -1;
+  auto baseline = [&](int) { sgemm(handle, n, A.data(), B.data(), D.data()); };
+  // The test's recorder: what it took from each candidate call, handed out when compare_speed destroys it.
+  std::vector<std::vector<Kernel>> seen;
+  struct Calls : labkit::CallRecorder {
+    Recorder rec{Recorder::Attribution::names_only};  // as the speed gates' (gate::record_timed_calls)
+    std::vector<std::vector<Kernel>> checked;  // the kernels of each candidate call, the scrub's included
+    std::vector<std::vector<Kernel>>* out;
+    explicit Calls(std::vector<std::vector<Kernel>>* o) : out(o) {}
+    ~Calls() override { *out = checked; }
+    void drop() override { rec.take(); }
+    void check() override { checked.push_back(rec.take()); }
+  };
+  int made = 0;
   labkit::TimedCase tc;
-  tc.refresh = [&](int) { ++refreshes; };
-  tc.verify = [&] { verified_after = candidate_calls; };
-  tc.record = [&](const std::function<void()>& call) {
-    recorded_calls.push_back(candidate_calls + 1);
-    Recorder rec;
-    REQUIRE(rec.available());
-    call();
-    refusals.push_back(labkit::launches::refusal("the step", rec.stop(), {}, labkit::launches::own_symbols()));
+  tc.refresh = [&](int k) { labkit::fill_random_device(A.data(), A.size(), 100 + std::uint64_t(k)); };
+  tc.verify = [&] { labkit::fill_random_device(D.data(), D.size(), 7); };  // a kernel of the gate's, dropped
+  tc.record = [&]() -> std::unique_ptr<labkit::CallRecorder> {
+    ++made;
+    auto r = std::make_unique<Calls>(&seen);
+    REQUIRE(r->rec.available());
+    return r;
   };
   labkit::TimingOptions opt;
   opt.warmup = 1;
-  opt.min_repeats = 4;
-  opt.max_repeats = 6;
+  opt.min_repeats = opt.max_repeats = 4;
   opt.budget_ms = 0;
-  tc.recorded_round = 2;
+  tc.recorded = labkit::RecordedCalls::every_call;
+  tc.verified_round = 1;
   const auto cmp = labkit::compare_speed(baseline, candidate, tc, opt);
-  // warm-up: 1 candidate call; rounds 0, 1 counted; round 2 recorded (call 4); rounds 3, 4 counted; the last call.
-  REQUIRE(recorded_calls == std::vector<int>{4, 7});
-  CHECK(candidate_calls == 7);
-  CHECK(verified_after == 7);  // verify() comes right after the recorded last call
+  CHECK(made == 1);
+  CHECK_FALSE(Recorder::active());  // stopped with compare_speed's end
+  CHECK(candidate_calls == 5);      // one warm-up, four counted; no extra call
   CHECK(cmp.candidate.repeats == 4);
-  CHECK(cmp.baseline.repeats == 4);
-  CHECK(refreshes == 6 + 7);  // one before every call: the baseline's 6 (warm-up included), the candidate's 7
-  for (const auto& r : refusals) CHECK(r.find("cuBLAS") != std::string::npos);
+  REQUIRE(seen.size() == 5);
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    INFO("candidate call " << i);
+    std::vector<std::string> names;
+    for (const auto& k : seen[i]) names.push_back(k.name);
+    // The scrub first, then the call's own kernels only: no GEMM of the baseline's, no fill of the refresh's.
+    REQUIRE(names.size() >= 2);
+    CHECK(names.front() == labkit::l2_scrub_kernel_name());
+    const std::vector<Kernel> own(seen[i].begin() + 1, seen[i].end());
+    const std::string refused =
+        labkit::launches::refusal("the step", own, {}, labkit::launches::own_symbols());
+    if (i == 0)
+      CHECK(refused.empty());
+    else
+      // No launch callbacks, so no library's name: the GEMM kernel is refused as one not compiled from the source.
+      CHECK(refused.find("ran a kernel of a library (not compiled from your source)") != std::string::npos);
+  }
 }

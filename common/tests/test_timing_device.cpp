@@ -1,8 +1,11 @@
 // compare_speed's TimedCase on a GPU: which candidate calls verify() checks (one in the round the gate's secret picks,
-// and the last), and the escaped-work wait over every device the process uses. Skipped without a device (and the
-// last case without a second one); on a GPU machine these prove that a step skipping its work on most calls, or
-// leaving work on a second GPU, is seen. The "step" here is a copy of a fresh input into a poisoned output.
+// and the last), when the recorder (TimedCase::record) is made, dropped, checked and stopped, and the escaped-work
+// wait over every device the process uses. Skipped without a device (and the last case without a second one); on a
+// GPU machine these prove that a step skipping its work on most calls, or leaving work on a second GPU, is seen. The "step" here is a copy of a fresh input into a poisoned output.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -77,24 +80,104 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
     CHECK_FALSE(c.checked[0].right);
     CHECK(c.checked[1].right);
   }
-  SECTION("with `record`, a step that works only on the recorded calls is caught at the verified one") {
+  // The test's recorder: logs when it is made, dropped, checked and destroyed, and whether a call runs under it.
+  std::vector<std::string> events;
+  int made = 0;
+  bool recording = false;
+  struct Logging : labkit::CallRecorder {
+    std::vector<std::string>* log;
+    bool* on;
+    Logging(std::vector<std::string>* l, bool* o) : log(l), on(o) {
+      log->push_back("start");
+      *on = true;
+    }
+    ~Logging() override {
+      log->push_back("stop");
+      *on = false;
+    }
+    void drop() override { log->push_back("drop"); }
+    void check() override { log->push_back("check"); }
+  };
+  c.tc.record = [&]() -> std::unique_ptr<labkit::CallRecorder> {
+    ++made;
+    return std::make_unique<Logging>(&events, &recording);
+  };
+  int calls = 0;
+  const auto logged_baseline = [&](int k) {
+    events.push_back("baseline");
+    baseline(k);
+  };
+  const auto logged_copy = [&](int) {
+    events.push_back("candidate " + std::to_string(calls++));
+    c.copy();
+  };
+  SECTION("every_call: one recorder through all the calls, each candidate call checked after a drop()") {
+    // A step cannot tell a checked call from another by the recorder's cost: one recorder spans all the calls.
+    c.tc.recorded = labkit::RecordedCalls::every_call;
+    const auto cmp = labkit::compare_speed(logged_baseline, logged_copy, c.tc, exact_rounds(4));
+    CHECK(made == 1);
+    // One warm-up round and four counted ones, each candidate call between a drop() and a check(); no extra call.
+    std::vector<std::string> expected{"start"};
+    for (int i = 0; i < 5; ++i)
+      for (const std::string& e : std::vector<std::string>{"baseline", "drop", "candidate " + std::to_string(i), "check"})
+        expected.push_back(e);
+    expected.push_back("stop");
+    CHECK(events == expected);
+    CHECK(cmp.candidate.repeats == 4);  // every counted call is a recorded one
+    REQUIRE(c.checked.size() == 2);
+    CHECK(c.checked[0].right);
+    CHECK(c.checked[1].right);
+  }
+  SECTION("two_calls: the recorded round and an extra last call, neither counted") {
+    c.tc.recorded = labkit::RecordedCalls::two_calls;
+    c.tc.recorded_round = 1;
+    const auto cmp = labkit::compare_speed(logged_baseline, logged_copy, c.tc, exact_rounds(4));
+    CHECK(made == 2);
+    // warm-up (candidate 0); rounds 0 (1), 1 recorded (2), 2 (3), 3 (4), 4 (5): a recorded round does not count,
+    // so a fifth round makes the four; then the extra recorded call (6).
+    const auto recorded = [](int i) {
+      return std::vector<std::string>{"start", "drop", "candidate " + std::to_string(i), "check", "stop"};
+    };
+    std::vector<std::string> expected;
+    for (int i = 0; i < 6; ++i) {
+      expected.push_back("baseline");
+      if (i == 2) {
+        for (const auto& e : recorded(2)) expected.push_back(e);
+      } else {
+        expected.push_back("candidate " + std::to_string(i));
+      }
+    }
+    for (const auto& e : recorded(6)) expected.push_back(e);
+    CHECK(events == expected);
+    CHECK(cmp.candidate.repeats == 4);
+    CHECK(cmp.baseline.repeats == 4);
+  }
+  SECTION("two_calls: a step that works only on the recorded calls is caught at the verified one") {
     // As if it could tell the recorder's calls from the others: both recorded calls are right, and the counted call
     // of round 2 (not the recorded round 1) is the one checked.
+    c.tc.recorded = labkit::RecordedCalls::two_calls;
     c.tc.recorded_round = 1;
-    bool recording = false;
-    int recorded = 0;
-    c.tc.record = [&](const std::function<void()>& call) {
-      ++recorded;
-      recording = true;
-      call();
-      recording = false;
-    };
     labkit::compare_speed(baseline, [&](int) { if (recording) c.copy(); }, c.tc, exact_rounds(4));
-    CHECK(recorded == 2);
+    CHECK(made == 2);
     REQUIRE(c.checked.size() == 2);
     CHECK(c.checked[0].call == "timed call 7, one the gate's secret picked among the timed calls");
     CHECK_FALSE(c.checked[0].right);
     CHECK(c.checked[1].right);  // the last call, recorded
+  }
+  SECTION("the recorder stops when a check fails") {
+    events.clear();
+    c.tc.recorded = labkit::RecordedCalls::every_call;
+    struct Refusing : labkit::CallRecorder {
+      std::vector<std::string>* log;
+      explicit Refusing(std::vector<std::string>* l) : log(l) {}
+      ~Refusing() override { log->push_back("stop"); }
+      void drop() override {}
+      void check() override { throw std::runtime_error("a library kernel"); }
+    };
+    c.tc.record = [&]() -> std::unique_ptr<labkit::CallRecorder> { return std::make_unique<Refusing>(&events); };
+    CHECK_THROWS_WITH(labkit::compare_speed(baseline, [&](int) { c.copy(); }, c.tc, exact_rounds(4)),
+                      "a library kernel");
+    CHECK(events == std::vector<std::string>{"stop"});
   }
 }
 

@@ -47,32 +47,41 @@ TEST_CASE("the verified round is drawn from the secret, below min_repeats, never
   const std::uint64_t s = secret();
   labkit::TimingOptions opt;
   opt.min_repeats = 5;
-  std::vector<int> seen_verified(5), seen_recorded(5);
+  std::vector<int> seen_verified(5), seen_recorded(5), seen_every(5);
   for (std::uint64_t trial = 0; trial < 200; ++trial) {
     detail::set_secret(1000 + trial);
-    labkit::TimedCase recorded;
-    record_timed_calls(recorded, "step", opt);
-    REQUIRE(recorded.recorded_round >= 0);
-    REQUIRE(recorded.recorded_round < 5);
-    REQUIRE(recorded.verified_round >= 0);
-    REQUIRE(recorded.verified_round < 5);
-    CHECK(recorded.verified_round != recorded.recorded_round);
-    ++seen_recorded[std::size_t(recorded.recorded_round)];
-    ++seen_verified[std::size_t(recorded.verified_round)];
-    labkit::TimedCase plain;  // no recorder: any round
+    labkit::TimedCase two;
+    record_timed_calls(two, "step", opt, labkit::RecordedCalls::two_calls);
+    CHECK(two.record);  // the recorder itself is made by compare_speed, on a GPU
+    CHECK(two.recorded == labkit::RecordedCalls::two_calls);
+    REQUIRE(two.recorded_round >= 0);
+    REQUIRE(two.recorded_round < 5);
+    REQUIRE(two.verified_round >= 0);
+    REQUIRE(two.verified_round < 5);
+    CHECK(two.verified_round != two.recorded_round);
+    ++seen_recorded[std::size_t(two.recorded_round)];
+    ++seen_verified[std::size_t(two.verified_round)];
+    // Every call recorded: no recorded round to keep apart from, so any round, the same draw as without a recorder.
+    labkit::TimedCase every;
+    record_timed_calls(every, "step", opt, labkit::RecordedCalls::every_call);
+    CHECK(every.recorded == labkit::RecordedCalls::every_call);
+    labkit::TimedCase plain;
     pick_timed_round(plain, opt);
     CHECK(plain.verified_round >= 0);
     CHECK(plain.verified_round < 5);
+    CHECK(every.verified_round == plain.verified_round);
+    ++seen_every[std::size_t(every.verified_round)];
   }
-  // Every round comes up for both (200 draws over 5 rounds: a round left out would be a broken draw, not chance).
+  // Every round comes up (200 draws over 5 rounds: a round left out would be a broken draw, not chance).
   for (int r = 0; r < 5; ++r) {
     CHECK(seen_recorded[std::size_t(r)] > 0);
     CHECK(seen_verified[std::size_t(r)] > 0);
+    CHECK(seen_every[std::size_t(r)] > 0);
   }
   // One round only: the verified round is that one, even with a recorder.
   opt.min_repeats = 1;
   labkit::TimedCase one;
-  record_timed_calls(one, "step", opt);
+  record_timed_calls(one, "step", opt, labkit::RecordedCalls::two_calls);
   CHECK(one.recorded_round == 0);
   CHECK(one.verified_round == 0);
   detail::set_secret(s);

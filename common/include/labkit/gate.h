@@ -93,8 +93,9 @@ void set_secret(std::uint64_t secret);
 std::string reproduce_hint();
 
 // For a speed gate: sets tc.verified_round to a round below opt.min_repeats that the gate's secret picks (not
-// tc.recorded_round when tc.record is set), so compare_speed verifies the candidate's counted call in a round a step
-// cannot predict as well as the last one (see labkit::TimedCase). record_timed_calls (launches.h) calls it.
+// tc.recorded_round when the recorder watches two calls), so compare_speed verifies the candidate's counted call in a
+// round a step cannot predict as well as the last one (see labkit::TimedCase). record_timed_calls (launches.h) calls
+// it.
 void pick_timed_round(TimedCase& tc, const TimingOptions& opt);
 
 // The rubric this binary was started with (--labkit-rubric, or the lab's own rubric.toml).

@@ -30,8 +30,9 @@
 // which library made a launch (the records carry no caller); they are matched to records by correlation id.
 //
 // Cost: recording is on only inside a scope. The gates open scopes around the correctness calls and, in the speed
-// gates, around two candidate calls that compare_speed leaves out of its medians (TimedCase::record): one timed
-// round the gate's secret picks, and the last call, the one the gate verifies.
+// gates, around every timed call or two of them (labkit::TimedCase::record), where the recorder runs without its
+// launch callbacks: those cost the launching thread host time (a backtrace per launch, 6-24 us more per launch on an
+// H100 against 0.3-0.7 us without them), which a step could measure to tell the checked calls from the others.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -127,12 +128,22 @@ std::string library_title(std::string_view library);
 // tools interface); reason() says why.
 class Recorder {
  public:
-  Recorder();
+  // Which library launched a kernel (Kernel::launched_from) comes from callbacks on the launch APIs, which cost
+  // the launching thread host time per launch: a backtrace, tens of microseconds under a deep stack. Without them
+  // (names_only) a library's kernel is still refused, as one "not compiled from your source" (classify()), and only
+  // a step allowed cuBLAS or cuSPARSE would accept one of the other library; launches cost little more than
+  // unrecorded ones. The speed gates' recorder, on through every timed call, records so.
+  enum class Attribution { by_launch_callbacks, names_only };
+  explicit Recorder(Attribution attribution = Attribution::by_launch_callbacks);
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
   ~Recorder();
   // Waits for the device, delivers the records and stops recording; returns the kernels in the order they ran.
   std::vector<Kernel> stop();
+  // Waits for the current device and returns the kernels recorded since the start or the last take(), in the order
+  // they ran, and records on: a speed gate's recorder stays on through all its timed calls and takes each call's
+  // kernels apart (gate::record_timed_calls). Kernels still running on another device must have been waited for.
+  std::vector<Kernel> take();
   bool available() const { return available_; }
   const std::string& reason() const { return reason_; }
   // True while a recorder records (a scope inside another one does not start a second).
@@ -158,9 +169,13 @@ namespace labkit::gate {
 // which checks only shared memory, leaves out a correctness gate that reported 0 (labgrade's sanitizers.cpp).
 void own_kernels(std::string_view step, const std::function<void()>& call);
 
-// For a speed gate: sets tc.record to own_kernels(step, call) and tc.recorded_round to a round below
-// opt.min_repeats that the gate's secret picks (labkit::gate::seed), so compare_speed records the candidate in
-// one timed round a step cannot predict and in the last call; and tc.verified_round, another such round
-// (gate::pick_timed_round), whose counted call verify() checks besides the last (see labkit::TimedCase).
-void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& opt);
+// For a speed gate: sets tc.record to the launch recorder with own_kernels' rules, tc.recorded to `which` (see
+// labkit::TimedCase: every call, with one recorder on through all of compare_speed, or two calls), under two_calls
+// tc.recorded_round to a round the gate's secret picks, and tc.verified_round to another (gate::pick_timed_round),
+// whose counted call verify() checks besides the last. The timed calls' recorder has no launch callbacks (their host
+// cost per launch is what a step could time), so a library's kernel is refused as one "not compiled from your
+// source", under its own name; compare_speed's L2 scrub is left out. The checked calls count toward the gate's
+// "ran no kernel" check like own_kernels' scopes; their kernels are not reported for the grader's memory and race
+// checks, which run only the correctness gates.
+void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& opt, RecordedCalls which);
 }  // namespace labkit::gate

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,22 +49,39 @@ struct SpeedComparison {
 //    earlier call, or none) is caught with a chance of at least its skip rate at the first, which it cannot tell
 //    from the other counted calls, and needs luck at the last too. Its messages name the call with verified_call().
 // Both are required; a gate that leaves refresh empty says why in a comment.
-//  - record(call) (optional; every gate whose step may run only its own kernels sets it, with
-//    gate::record_timed_calls): runs one candidate call inside the launch recorder (gate::own_kernels), which fails
-//    the gate when a library kernel ran. compare_speed records the candidate in one timed round, `recorded_round`
-//    (< min_repeats, so it always comes; the gate derives it from its secret, so a step cannot know which), and in
-//    one last call after the timed rounds. A step that runs its own kernels only on some calls (the first at a size,
-//    say) and a library's on the others is seen; neither recorded call counts in the medians (the recorder's host
-//    work is not the step's). Without it, the gate must record an untimed call itself.
+//  - record (optional; every gate whose step may run only its own kernels sets it, with
+//    gate::record_timed_calls): makes a CallRecorder, the launch recorder with gate::own_kernels' rules. check()
+//    fails the gate when the candidate call since the last drop() ran a library kernel. Which calls it watches is
+//    `recorded`:
+//      every_call: one recorder on from before the first call of compare_speed to after the last, baseline and
+//        warm-up included; every candidate call is checked and counted. Every call pays the recorder's cost alike,
+//        so a step cannot tell a checked call from another, nor run a library on the calls it believes unchecked.
+//        That cost is CUPTI's, per kernel and on the device (about 2-3 us on an H100): a few per cent of a call of
+//        short kernels, and more for the side with more kernels (lab 04's step 1 baseline, 300 of them, gained its
+//        candidate 7 %). Gates whose calls are long against it use this.
+//      two_calls: the candidate is recorded in one timed round, `recorded_round` (< min_repeats, from the gate's
+//        secret), and in one extra call after the timed rounds; neither counts in the medians. The other calls pay
+//        nothing, and a recorded one costs about 0.5 us more per launch on the host (no launch callbacks: see
+//        launches::Recorder::Attribution) plus the device's cost per kernel, which a step that timed its own
+//        kernels could still tell apart. Gates of short calls, or of steps whose libraries are refused before
+//        they link (lab 04's Thrust and CUB), use this.
 //  - verified_round (< min_repeats; -1: none): the round whose counted candidate call is verified before the last.
-//    The gate derives it from its secret (gate::pick_timed_round; record_timed_calls does it too) and keeps it apart
-//    from `recorded_round`: a step that could tell a recorded call from another (by the recorder's cost per launch)
-//    and did its work only there would pass both recorded calls, but not this one.
+//    The gate derives it from its secret (gate::pick_timed_round; record_timed_calls does it too), apart from the
+//    recorded round under two_calls: a step that told the recorded calls from the others and worked only there
+//    fails it.
+class CallRecorder {
+ public:
+  virtual ~CallRecorder() = default;  // stops recording
+  virtual void drop() = 0;            // forgets the kernels recorded so far; the device is idle
+  virtual void check() = 0;           // the kernels since the last drop() are a candidate call's: checks them
+};
+enum class RecordedCalls { every_call, two_calls };
 struct TimedCase {
   std::function<void(int rep)> refresh;
   std::function<void()> verify;
-  std::function<void(const std::function<void()>& call)> record;
-  int recorded_round = 0;
+  std::function<std::unique_ptr<CallRecorder>()> record;
+  RecordedCalls recorded = RecordedCalls::two_calls;
+  int recorded_round = 0;  // two_calls only
   int verified_round = -1;
 };
 
@@ -74,10 +92,10 @@ std::string verified_call();
 // The synchronizations after each refresh and after each call (the escaped-work wait) cover every device the process
 // has a context on, so that work a step leaves running on a second GPU (lab 08's, or any a worker with several
 // GPUs makes visible) is charged like work on a private stream.
-// The order of one round: refresh(k); evict_l2(); baseline(k) timed; refresh(k+1); evict_l2(); candidate(k+1)
-// timed; then the wait for escaped work (and, in round `verified_round`, verify()). k counts every call from 0
-// (warm-up included), so a gate can derive the inputs of call k from k, and the call before each verify() is always
-// the candidate's (with `record`, the last is the extra recorded call after the timed rounds).
+// The order of one round: refresh(k); evict_l2(); baseline(k) timed; refresh(k+1); (a recorded call: drop());
+// evict_l2(); candidate(k+1) timed; then the wait for escaped work, (check()) and, in round `verified_round`,
+// verify(). k counts every call from 0 (warm-up included), so a gate can derive the inputs of call k from k, and the
+// call before each verify() is always the candidate's (under two_calls, the last is the extra recorded call).
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimedCase& timed_case, const TimingOptions& opt = {});
 // Deprecated: no fresh inputs, no verification, no escaped-work check (labs 04, 06, 07 until they move over).
@@ -119,6 +137,10 @@ void synchronize_devices_in_use();
 // Pushes everything out of L2 with an untimed read of a buffer twice the L2 size (on the default stream), so
 // that the next timed call reads its inputs from DRAM as it would in a real pipeline. See timing_l2.cu.
 void evict_l2();
+
+// The name under which the launch recorder sees evict_l2()'s kernel (a speed gate's recorder leaves it out of the
+// step's calls, between which compare_speed runs it).
+const char* l2_scrub_kernel_name();
 
 // How many distinct input sets of `bytes_per_set` to rotate through so that repeats cannot be served from L2.
 int rotation_sets(std::size_t bytes_per_set);

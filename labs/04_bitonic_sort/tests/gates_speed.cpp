@@ -83,7 +83,10 @@ void check_speed(Step candidate, const char* baseline_name, const std::function<
   opt.min_repeats = 5;
   // 100 ms a side: on an H100 the medians of five runs matched 200 ms within 0.1 % (spreads 0.2-0.9 %).
   opt.budget_ms = 100;
-  labkit::gate::record_timed_calls(tc, kStepName[int(candidate)], opt);
+  // Two recorded calls: step 1's 300 kernels a sort pay the recorder's cost per kernel 300 times (on every call, step
+  // 3's ratio to it rose 7 % on an H100), and the libraries that would sort faster (Thrust, CUB) are refused before
+  // the step links.
+  labkit::gate::record_timed_calls(tc, kStepName[int(candidate)], opt, labkit::RecordedCalls::two_calls);
   auto timed_baseline = [&](int) { baseline(base.data(), n); };
   auto timed_candidate = [&](int) {
     run_keys(candidate, work.data(), n, Order::ascending);
