@@ -116,6 +116,7 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
     c.tc.recorded = labkit::RecordedCalls::every_call;
     const auto cmp = labkit::compare_speed(logged_baseline, logged_copy, c.tc, exact_rounds(4));
     CHECK(made == 1);
+    CHECK(cmp.recorded_ms == 0);  // no call apart from the counted ones
     // One warm-up round and four counted ones, each candidate call between a drop() and a check(); no extra call.
     std::vector<std::string> expected{"start"};
     for (int i = 0; i < 5; ++i)
@@ -151,6 +152,9 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
     CHECK(events == expected);
     CHECK(cmp.candidate.repeats == 4);
     CHECK(cmp.baseline.repeats == 4);
+    // The faster recorded call, timed like a counted one: a copy of 4 MiB both, so within a few times the median.
+    CHECK(cmp.recorded_ms > 0);
+    CHECK(cmp.recorded_ms < 5 * cmp.candidate.median_ms);
   }
   SECTION("two_calls: a step that works only on the recorded calls is caught at the verified one") {
     // As if it could tell the recorder's calls from the others: both recorded calls are right, and the counted call

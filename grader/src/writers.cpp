@@ -343,16 +343,50 @@ std::string speed_review(const std::vector<SubmissionResult>& results) {
   md << "### Speed well above the reference solution\n\n";
   if (rows.empty()) {
     md << "No passed speed gate measured " << margin << " % or more above the rubric's reference.\n\n";
+  } else {
+    md << "Passed speed gates that measured " << margin << " % or more above the rubric's reference (the reference "
+       << "solution's figure, on the GPU the rubric names): a better kernel than the reference, a faster GPU, or a "
+       << "gate gamed in a way its checks missed. Not scored; worth a look (the instructor guide: re-run the student "
+       << "alone, with another --rng-seed, or read the step).\n\n| student | gate | measured | reference | x reference |"
+       << "\n|---|---|---:|---:|---:|\n";
+    for (const auto& row : rows)
+      md << "| " << md_cell(row.student) << " | " << md_cell(row.gate) << " | " << num(row.measured) << " | "
+         << num(row.reference) << " | " << fmt::format("{:.2f}", row.measured / row.reference) << " |\n";
+    md << "\n";
+  }
+  // The speed gates that record two of the step's calls (labkit::RecordedCalls::two_calls) report how much slower
+  // the faster of those ran than the counted median. A step that told the recorded calls apart and ran a faster
+  // library on the others shows as a recorded call far slower than its median.
+  struct Slow {
+    std::string student, gate;
+    double factor;
+  };
+  std::vector<Slow> slow;
+  bool any_recorded = false;
+  for (const auto& r : results)
+    for (const auto& l : r.labs)
+      for (const auto& g : l.gates) {
+        const auto it = g.metrics.find("recorded_over_counted");
+        if (it == g.metrics.end()) continue;
+        any_recorded = true;
+        if (g.status == Status::passed && it->second.value >= kReviewRecordedSlower)
+          slow.push_back({r.student.empty() ? "local" : r.student, "lab" + l.lab + " " + g.id, it->second.value});
+      }
+  if (!any_recorded) return md.str();
+  std::stable_sort(slow.begin(), slow.end(), [](const Slow& a, const Slow& b) { return a.factor > b.factor; });
+  const int slower = static_cast<int>(std::lround((kReviewRecordedSlower - 1) * 100));
+  md << "### Recorded calls slower than the counted ones\n\n";
+  if (slow.empty()) {
+    md << "No passed speed gate's recorded calls ran " << slower << " % or more slower than its counted calls.\n\n";
     return md.str();
   }
-  md << "Passed speed gates that measured " << margin << " % or more above the rubric's reference (the reference "
-     << "solution's figure, on the GPU the rubric names): a better kernel than the reference, a faster GPU, or a gate "
-     << "gamed in a way its checks missed. Not scored; worth a look (the instructor guide: re-run the student alone, "
-     << "with another --rng-seed, or read the step).\n\n| student | gate | measured | reference | x reference |\n"
-     << "|---|---|---:|---:|---:|\n";
-  for (const auto& row : rows)
-    md << "| " << md_cell(row.student) << " | " << md_cell(row.gate) << " | " << num(row.measured) << " | "
-       << num(row.reference) << " | " << fmt::format("{:.2f}", row.measured / row.reference) << " |\n";
+  md << "Passed speed gates that record two of the step's calls, the faster of which ran " << slower
+     << " % or more slower than the median of the counted calls: a step may run its own kernels only when the launch "
+     << "recorder watches and a library otherwise (the recorder itself costs a few per cent). Not scored; read the "
+     << "step.\n\n| student | gate | recorded / counted |\n|---|---|---:|\n";
+  for (const auto& row : slow)
+    md << "| " << md_cell(row.student) << " | " << md_cell(row.gate) << " | " << fmt::format("{:.2f}", row.factor)
+       << " |\n";
   md << "\n";
   return md.str();
 }

@@ -35,6 +35,11 @@ std::string markdown_report(const std::vector<SubmissionResult>& results, const 
 // or more (the reference solution measures within a few per cent of it on the GPU the rubric names), most above
 // first: not a verdict, a list of what an instructor may want to re-run or read. Part of markdown_report's summary.
 inline constexpr double kReviewAboveReference = 1.15;
+// Then the passed speed gates whose recorded calls (the metric recorded_over_counted: the faster of a gate's two
+// recorded calls over the counted median) ran kReviewRecordedSlower times the counted median or slower. The
+// recorder's cost per kernel keeps a healthy step a few per cent above 1; a step that ran a library only on the
+// calls it believed unwatched is slower on the watched ones by what the library gained it.
+inline constexpr double kReviewRecordedSlower = 1.3;
 std::string speed_review(const std::vector<SubmissionResult>& results);
 
 // Escaping, exposed for the tests.

@@ -153,6 +153,35 @@ TEST_CASE("the class report lists passed speed figures well above the reference,
              ContainsSubstring("No passed speed gate measured 15 % or more above the rubric's reference."));
 }
 
+TEST_CASE("the class report lists gates whose recorded calls ran far slower than the counted ones", "[writers]") {
+  auto with_recorded = [](const std::string& student, double factor, bool passed = true) {
+    SubmissionResult r = sample(student);
+    GateResult& g = r.labs[0].gates[1];
+    g.threshold = 0.8;
+    g.reference = 1.0;
+    g.metrics["ratio"] = {passed ? 0.9 : 0.5, "x"};
+    g.metrics["recorded_over_counted"] = {factor, "x"};
+    g.status = Status::passed;
+    g.message.clear();
+    apply_rubric(r.labs[0]);
+    return r;
+  };
+  const std::string md = markdown_report({with_recorded("healthy", 1.05), with_recorded("swapped", 1.8),
+                                          with_recorded("swapped_more", 3.2), with_recorded("edge", 1.3),
+                                          with_recorded("failed", 2.0, false)},
+                                         "Class");
+  CHECK_THAT(md, ContainsSubstring("### Recorded calls slower than the counted ones"));
+  CHECK_THAT(md, ContainsSubstring("| swapped_more | lab01 step2.speed | 3.20 |\n"
+                                   "| swapped | lab01 step2.speed | 1.80 |\n"
+                                   "| edge | lab01 step2.speed | 1.30 |"));
+  CHECK_FALSE(contains(md, "| healthy | lab01 step2.speed | 1.05"));  // the recorder's own cost
+  CHECK_FALSE(contains(md, "| failed | lab01 step2.speed"));          // lost its points already
+  // Every recorded call near its median: one line that says so; no gate with the metric: no section.
+  CHECK_THAT(markdown_report({with_recorded("a", 1.0), with_recorded("b", 1.1)}, "Class"),
+             ContainsSubstring("No passed speed gate's recorded calls ran 30 % or more slower than its counted calls."));
+  CHECK_FALSE(contains(markdown_report({sample("plain")}, "Class"), "Recorded calls slower"));
+}
+
 TEST_CASE("student-visible output carries nothing of a hidden gate but its id, status and points", "[writers]") {
   SubmissionResult r = sample("alice");
   LabResult& lab = r.labs[0];

@@ -37,6 +37,11 @@ struct SpeedComparison {
   bool escaped = false;
   // Why the candidate's time is not its plain median (limit_fixed_cost), shown with a failed threshold; "" if it is.
   std::string note;
+  // Under RecordedCalls::two_calls: the faster of the two recorded candidate calls, in ms (0: none). Its own event
+  // interval, like a counted call's, so it should match the median but for the recorder's cost per kernel; a step
+  // that runs its own kernels only when recorded and a faster library otherwise shows here as a recorded call well
+  // slower than its median (gate::require_speedup reports the quotient, the class report lists the outliers).
+  double recorded_ms = 0;
 };
 
 // A timed case that cannot be replayed or hidden from the timer (issue: speed gates a student cannot game):
