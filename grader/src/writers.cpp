@@ -347,8 +347,8 @@ std::string speed_review(const std::vector<SubmissionResult>& results) {
     md << "Passed speed gates that measured " << margin << " % or more above the rubric's reference (the reference "
        << "solution's figure, on the GPU the rubric names): a better kernel than the reference, a faster GPU, or a "
        << "gate gamed in a way its checks missed. Not scored; worth a look (the instructor guide: re-run the student "
-       << "alone, with another --rng-seed, or read the step).\n\n| student | gate | measured | reference | x reference |"
-       << "\n|---|---|---:|---:|---:|\n";
+       << "alone, with another --rng-seed, or read the step).\n\n"
+       << "| student | gate | measured | reference | x reference |\n|---|---|---:|---:|---:|\n";
     for (const auto& row : rows)
       md << "| " << md_cell(row.student) << " | " << md_cell(row.gate) << " | " << num(row.measured) << " | "
          << num(row.reference) << " | " << fmt::format("{:.2f}", row.measured / row.reference) << " |\n";
