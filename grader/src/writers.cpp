@@ -75,6 +75,9 @@ std::string isolation_text(const std::string& isolation) {
   return isolation.empty() ? "unknown (a result from a labgrade that did not record it)" : isolation;
 }
 
+// A submission's name in the class outputs: a local run has none.
+std::string student_name(const SubmissionResult& r) { return r.student.empty() ? "local" : r.student; }
+
 }  // namespace
 
 SubmissionResult student_view(const SubmissionResult& r) {
@@ -292,7 +295,7 @@ std::string csv_field(const std::string& raw, bool text) {
 std::string gradebook_csv(const std::vector<SubmissionResult>& results) {
   std::string out = "student,lab,gate,status,points,max_points,metric,value,threshold,isolation\n";
   for (const auto& r : results) {
-    std::string student = r.student.empty() ? "local" : r.student;
+    const std::string student = student_name(r);
     for (const auto& l : r.labs)
       for (const auto& g : l.gates) {
         out += csv_field(student, true) + "," + csv_field(l.lab, true) + "," + csv_field(g.id, true) + "," +
@@ -304,90 +307,106 @@ std::string gradebook_csv(const std::vector<SubmissionResult>& results) {
   return out;
 }
 
-std::string speed_review(const std::vector<SubmissionResult>& results) {
-  struct Row {
-    std::string student, gate;
-    double measured, reference;
-  };
-  std::vector<Row> rows;
-  for (const auto& r : results)
-    for (const auto& l : r.labs)
-      for (const auto& g : l.gates)
-        if (g.status == Status::passed && g.measured && g.reference && *g.reference > 0 &&
-            *g.measured >= kReviewAboveReference * *g.reference)
-          rows.push_back({r.student.empty() ? "local" : r.student, "lab" + l.lab + " " + g.id, *g.measured,
-                          *g.reference});
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const Row& a, const Row& b) { return a.measured / a.reference > b.measured / b.reference; });
-  const int margin = static_cast<int>(std::lround((kReviewAboveReference - 1) * 100));
-  std::ostringstream md;
-  // Students whose speed gates shared their GPU with another process (batch.cpp's kSharedGpuNote): the first list to
-  // act on, since their speed verdicts may be the machine's.
+namespace {
+
+// A passed gate listed for review, with the figure it is listed for (its multiple of the threshold that lists it).
+struct ReviewRow {
+  std::string student, gate;
+  double figure, reference;  // reference: what the figure is a multiple of (1 where the figure is one already)
+};
+
+// The rows most above first, as "| student | gate | <columns> |" lines.
+void review_table(std::ostream& md, std::vector<ReviewRow> rows, bool with_reference) {
+  std::stable_sort(rows.begin(), rows.end(), [](const ReviewRow& a, const ReviewRow& b) {
+    return a.figure / a.reference > b.figure / b.reference;
+  });
+  for (const auto& row : rows) {
+    md << "| " << md_cell(row.student) << " | " << md_cell(row.gate) << " | ";
+    if (with_reference) md << num(row.figure) << " | " << num(row.reference) << " | ";
+    md << fmt::format("{:.2f}", row.figure / row.reference) << " |\n";
+  }
+  md << "\n";
+}
+
+// Students whose speed gates shared their GPU with another process (batch.cpp's kSharedGpuNote): the first list to
+// act on, since their speed verdicts may be the machine's.
+void shared_gpu_section(std::ostream& md, const std::vector<SubmissionResult>& results) {
   std::vector<std::pair<std::string, std::string>> shared;  // student, what was seen
   for (const auto& r : results)
     for (const auto& l : r.labs) {
       const auto it = std::find_if(l.notes.begin(), l.notes.end(),
                                    [](const std::string& n) { return starts_with(n, kSharedGpuNote); });
       if (it != l.notes.end()) {
-        shared.emplace_back(r.student.empty() ? "local" : r.student, it->substr(std::string(kSharedGpuNote).size()));
+        shared.emplace_back(student_name(r), it->substr(std::string(kSharedGpuNote).size()));
         break;
       }
     }
-  if (!shared.empty()) {
-    md << "### Speed gates timed beside other GPU processes\n\nAnother process computed on the student's GPU when "
-          "its speed gates were timed: grade these students again (remove their result.json from the output folder "
-          "and run the same batch command).\n\n| student | seen |\n|---|---|\n";
-    for (const auto& [student, seen] : shared) md << "| " << md_cell(student) << " | " << md_cell(seen) << " |\n";
-    md << "\n";
-  }
+  if (shared.empty()) return;
+  md << "### Speed gates timed beside other GPU processes\n\nAnother process computed on the student's GPU when "
+        "its speed gates were timed: grade these students again (remove their result.json from the output folder "
+        "and run the same batch command).\n\n| student | seen |\n|---|---|\n";
+  for (const auto& [student, seen] : shared) md << "| " << md_cell(student) << " | " << md_cell(seen) << " |\n";
+  md << "\n";
+}
+
+void above_reference_section(std::ostream& md, const std::vector<SubmissionResult>& results) {
+  std::vector<ReviewRow> rows;
+  for (const auto& r : results)
+    for (const auto& l : r.labs)
+      for (const auto& g : l.gates)
+        if (g.status == Status::passed && g.measured && g.reference && *g.reference > 0 &&
+            *g.measured >= kReviewAboveReference * *g.reference)
+          rows.push_back({student_name(r), "lab" + l.lab + " " + g.id, *g.measured, *g.reference});
+  const int margin = static_cast<int>(std::lround((kReviewAboveReference - 1) * 100));
   md << "### Speed well above the reference solution\n\n";
   if (rows.empty()) {
     md << "No passed speed gate measured " << margin << " % or more above the rubric's reference.\n\n";
-  } else {
-    md << "Passed speed gates that measured " << margin << " % or more above the rubric's reference (the reference "
-       << "solution's figure, on the GPU the rubric names): a better kernel than the reference, a faster GPU, or a "
-       << "gate gamed in a way its checks missed. Not scored; worth a look (the instructor guide: re-run the student "
-       << "alone, with another --rng-seed, or read the step).\n\n"
-       << "| student | gate | measured | reference | x reference |\n|---|---|---:|---:|---:|\n";
-    for (const auto& row : rows)
-      md << "| " << md_cell(row.student) << " | " << md_cell(row.gate) << " | " << num(row.measured) << " | "
-         << num(row.reference) << " | " << fmt::format("{:.2f}", row.measured / row.reference) << " |\n";
-    md << "\n";
+    return;
   }
-  // The speed gates that record two of the step's calls (labkit::RecordedCalls::two_calls) report how much slower
-  // the faster of those ran than the counted median. A step that told the recorded calls apart and ran a faster
-  // library on the others shows as a recorded call far slower than its median.
-  struct Slow {
-    std::string student, gate;
-    double factor;
-  };
-  std::vector<Slow> slow;
-  bool any_recorded = false;
+  md << "Passed speed gates that measured " << margin << " % or more above the rubric's reference (the reference "
+     << "solution's figure, on the GPU the rubric names): a better kernel than the reference, a faster GPU, or a gate "
+     << "gamed in a way its checks missed. Not scored; worth a look (the instructor guide: re-run the student alone, "
+     << "with another --rng-seed, or read the step).\n\n"
+     << "| student | gate | measured | reference | x reference |\n|---|---|---:|---:|---:|\n";
+  review_table(md, std::move(rows), true);
+}
+
+// The speed gates that record two of the step's calls (labkit::RecordedCalls::two_calls) report how much slower the
+// faster of those ran than the counted median. A step that told the recorded calls apart and ran a faster library
+// on the others shows as a recorded call far slower than its median. No section where no gate reported it.
+void recorded_slower_section(std::ostream& md, const std::vector<SubmissionResult>& results) {
+  std::vector<ReviewRow> rows;
+  bool any = false;
   for (const auto& r : results)
     for (const auto& l : r.labs)
       for (const auto& g : l.gates) {
         const auto it = g.metrics.find("recorded_over_counted");
         if (it == g.metrics.end()) continue;
-        any_recorded = true;
+        any = true;
         if (g.status == Status::passed && it->second.value >= kReviewRecordedSlower)
-          slow.push_back({r.student.empty() ? "local" : r.student, "lab" + l.lab + " " + g.id, it->second.value});
+          rows.push_back({student_name(r), "lab" + l.lab + " " + g.id, it->second.value, 1.0});
       }
-  if (!any_recorded) return md.str();
-  std::stable_sort(slow.begin(), slow.end(), [](const Slow& a, const Slow& b) { return a.factor > b.factor; });
+  if (!any) return;
   const int slower = static_cast<int>(std::lround((kReviewRecordedSlower - 1) * 100));
   md << "### Recorded calls slower than the counted ones\n\n";
-  if (slow.empty()) {
+  if (rows.empty()) {
     md << "No passed speed gate's recorded calls ran " << slower << " % or more slower than its counted calls.\n\n";
-    return md.str();
+    return;
   }
   md << "Passed speed gates that record two of the step's calls, the faster of which ran " << slower
      << " % or more slower than the median of the counted calls: a step may run its own kernels only when the launch "
      << "recorder watches and a library otherwise (the recorder itself costs a few per cent). Not scored; read the "
      << "step.\n\n| student | gate | recorded / counted |\n|---|---|---:|\n";
-  for (const auto& row : slow)
-    md << "| " << md_cell(row.student) << " | " << md_cell(row.gate) << " | " << fmt::format("{:.2f}", row.factor)
-       << " |\n";
-  md << "\n";
+  review_table(md, std::move(rows), false);
+}
+
+}  // namespace
+
+std::string speed_review(const std::vector<SubmissionResult>& results) {
+  std::ostringstream md;
+  shared_gpu_section(md, results);
+  above_reference_section(md, results);
+  recorded_slower_section(md, results);
   return md.str();
 }
 
@@ -415,7 +434,7 @@ std::string markdown_report(const std::vector<SubmissionResult>& results, const 
     for (std::size_t i = 0; i < labs.size(); ++i) md << "---:|";
     md << "---:|---:|---:|\n";
     for (const auto& r : results) {
-      md << "| " << md_cell(r.student.empty() ? "local" : r.student) << " |";
+      md << "| " << md_cell(student_name(r)) << " |";
       for (const auto& lab : labs) {
         auto it = std::find_if(r.labs.begin(), r.labs.end(), [&](const LabResult& l) { return l.lab == lab; });
         md << " " << (it == r.labs.end() ? "-" : points(it->score()) + "/" + points(it->max_score())) << " |";
