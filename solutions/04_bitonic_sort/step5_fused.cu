@@ -24,8 +24,12 @@ namespace {
 #ifndef LAB04_BALANCED_PASSES
 #define LAB04_BALANCED_PASSES 1  // 0: a stage's global passes take kFuseGlobal steps each while they can (5 + 1)
 #endif
+#ifndef LAB04_ALTERNATE_WALK
+#define LAB04_ALTERNATE_WALK 1  // 0: every kernel's blocks walk the array from its start
+#endif
 constexpr int kFuseGlobal = LAB04_FUSE_GLOBAL;
 constexpr bool kBalancedPasses = LAB04_BALANCED_PASSES != 0;
+constexpr bool kAlternateWalk = LAB04_ALTERNATE_WALK != 0;
 static_assert(kFuseGlobal >= 1 && kFuseGlobal <= 5, "1..5 steps per global pass");
 
 void check_args(const void* keys, std::size_t n, const char* step) {
@@ -136,6 +140,16 @@ __host__ __device__ __forceinline__ void row_merge(std::uint32_t (&v)[kRow]) {  
 // 32 slots stays 32 consecutive words, so the coalesced chunk load/store and the fused passes (a warp touches an
 // aligned run of 32 slots per element when 2^lj >= 32) are conflict-free too.
 __host__ __device__ __forceinline__ std::uint32_t pad(std::uint32_t s) { return s + (s >> 5); }
+
+// The block's place in its kernel's walk over the array. Blocks start roughly in blockIdx order, so a kernel reads
+// the array from one end to the other, and when it ends the L2 holds the part it wrote last (at 2^24 keys, 64 MB
+// against the H100's 50 MB of L2). A pass that walked forward again would start where the L2 holds nothing of the
+// array and evict the rest before reaching it; walking backward it starts on what is still there. So every kernel
+// walks the other way from the one before it (sort_fused_keys flips `backward` after each launch). The blocks of
+// one kernel touch disjoint keys, so their order never changes the result.
+__device__ __forceinline__ std::uint32_t walk_block(bool backward) {
+  return backward ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+}
 
 // The largest pass of up to max_r steps from distance 2^hi down to (at least) 2^lo: the number of steps.
 __host__ __device__ __forceinline__ int pass_steps(int hi, int lo, int max_r) {
@@ -283,10 +297,10 @@ __device__ __forceinline__ void sort_stages(std::uint32_t* s, std::uint32_t (&v)
 // Kernel A of step 5: sort each chunk of 2^LC keys (2^(LC-5) threads, one row each).
 template <int LC>
 __global__ void __launch_bounds__(1024, 1) fused_sort_chunks_kernel(float* keys, std::uint32_t n,
-                                                                    std::uint32_t mask) {
+                                                                    std::uint32_t mask, bool backward) {
   static_assert(LC >= 10 && LC <= 15, "chunks of 2^10 .. 2^15 keys");
   extern __shared__ std::uint32_t s[];
-  const std::uint32_t base = blockIdx.x * (1u << LC);
+  const std::uint32_t base = walk_block(backward) * (1u << LC);
   if (base >= n) return;  // a chunk of padding only (the same for the whole block: no barrier is skipped)
   fused_load_chunk(keys, s, base, n, 1u << LC, mask);
   std::uint32_t v[kRow];
@@ -302,11 +316,11 @@ __global__ void __launch_bounds__(1024, 1) fused_sort_chunks_kernel(float* keys,
 // store is coalesced.
 template <int LC>
 __global__ void __launch_bounds__(1024, 1) fused_merge_chunks_kernel(float* keys, std::uint32_t n,
-                                                                     std::uint32_t mask) {
+                                                                     std::uint32_t mask, bool backward) {
   static_assert(LC >= 10 && LC <= 15, "chunks of 2^10 .. 2^15 keys");
   constexpr int TOP = kTop<LC>, MID = kMid;
   extern __shared__ std::uint32_t s[];
-  const std::uint32_t base = blockIdx.x * (1u << LC);
+  const std::uint32_t base = walk_block(backward) * (1u << LC);
   if (base >= n) return;  // a chunk of padding only (the same for the whole block: no barrier is skipped)
   constexpr int FIRST = LC > 10 ? TOP : MID;  // the first layout, loaded from global memory (coalesced: b >= 5)
   std::uint32_t v[kRow];
@@ -334,8 +348,9 @@ __global__ void __launch_bounds__(1024, 1) fused_merge_chunks_kernel(float* keys
 // straight from global memory into registers and back: one read and one write of every key for R steps.
 template <int R>
 __global__ void __launch_bounds__(256) fused_global_kernel(float* keys, std::uint32_t n, std::uint32_t groups,
-                                                           std::uint32_t lj, bool flip, std::uint32_t mask) {
-  const std::uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+                                                           std::uint32_t lj, bool flip, std::uint32_t mask,
+                                                           bool backward) {
+  const std::uint32_t g = walk_block(backward) * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   // Element 0 is the group's lowest slot (the others add m * 2^lj > any low bits): all padding if it is >= n.
   if (group_slot<R>(g, 0, lj, flip) >= n) return;
@@ -400,7 +415,7 @@ std::vector<FusedPass> fused_plan(std::uint32_t N, int lc) {
 }
 
 // The chunk kernels for chunks of 2^lc keys (their layouts are compile-time: see fused_sort_chunks_kernel).
-using ChunkKernel = void (*)(float*, std::uint32_t, std::uint32_t);
+using ChunkKernel = void (*)(float*, std::uint32_t, std::uint32_t, bool);
 struct ChunkKernels {
   ChunkKernel sort, merge;
 };
@@ -420,10 +435,11 @@ ChunkKernels chunk_kernels(int lc) {
 }
 
 template <int R>
-void fused_global_pass(float* keys, std::uint32_t n, std::uint32_t N, int lj, bool flip, std::uint32_t mask) {
+void fused_global_pass(float* keys, std::uint32_t n, std::uint32_t N, int lj, bool flip, std::uint32_t mask,
+                       bool backward) {
   const std::uint32_t groups = N >> R;
   const unsigned blocks = (groups + kThreads - 1) / kThreads;
-  fused_global_kernel<R><<<blocks, kThreads>>>(keys, n, groups, std::uint32_t(lj), flip, mask);
+  fused_global_kernel<R><<<blocks, kThreads>>>(keys, n, groups, std::uint32_t(lj), flip, mask, backward);
   LABKIT_CHECK_LAUNCH();
 }
 
@@ -445,19 +461,21 @@ void sort_fused_keys(float* keys, std::size_t n_in, Order order, int optin_bytes
   const ChunkKernels k = chunk_kernels(lc);
   LABKIT_CUDA(cudaFuncSetAttribute(k.sort, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   LABKIT_CUDA(cudaFuncSetAttribute(k.merge, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  k.sort<<<blocks, threads, smem>>>(keys, n, mask);
+  bool backward = false;  // each launch walks the array the other way from the one before (walk_block)
+  k.sort<<<blocks, threads, smem>>>(keys, n, mask, backward);
   LABKIT_CHECK_LAUNCH();
   for (const FusedPass& p : fused_plan(N, lc)) {
+    backward = kAlternateWalk && !backward;
     switch (p.r) {
       case 0:
-        k.merge<<<blocks, threads, smem>>>(keys, n, mask);
+        k.merge<<<blocks, threads, smem>>>(keys, n, mask, backward);
         LABKIT_CHECK_LAUNCH();
         break;
-      case 1: fused_global_pass<1>(keys, n, N, p.lj, p.flip, mask); break;
-      case 2: if constexpr (kFuseGlobal >= 2) fused_global_pass<2>(keys, n, N, p.lj, p.flip, mask); break;
-      case 3: if constexpr (kFuseGlobal >= 3) fused_global_pass<3>(keys, n, N, p.lj, p.flip, mask); break;
-      case 4: if constexpr (kFuseGlobal >= 4) fused_global_pass<4>(keys, n, N, p.lj, p.flip, mask); break;
-      default: if constexpr (kFuseGlobal >= 5) fused_global_pass<5>(keys, n, N, p.lj, p.flip, mask); break;
+      case 1: fused_global_pass<1>(keys, n, N, p.lj, p.flip, mask, backward); break;
+      case 2: if constexpr (kFuseGlobal >= 2) fused_global_pass<2>(keys, n, N, p.lj, p.flip, mask, backward); break;
+      case 3: if constexpr (kFuseGlobal >= 3) fused_global_pass<3>(keys, n, N, p.lj, p.flip, mask, backward); break;
+      case 4: if constexpr (kFuseGlobal >= 4) fused_global_pass<4>(keys, n, N, p.lj, p.flip, mask, backward); break;
+      default: if constexpr (kFuseGlobal >= 5) fused_global_pass<5>(keys, n, N, p.lj, p.flip, mask, backward); break;
     }
   }
 }
