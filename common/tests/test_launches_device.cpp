@@ -2,8 +2,10 @@
 // for cuBLAS called directly, and for cuBLAS replayed from a captured CUDA graph. Skipped without a device; on a
 // GPU machine these are the checks that the classification rules hold on the real driver (tags [gpu]).
 #include <catch2/catch_test_macros.hpp>
+#include <algorithm>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include "labkit/buffer.h"
 #include "labkit/check.h"
@@ -12,6 +14,7 @@
 #include "labkit/launches.h"
 #include "labkit/random.h"
 #include "labkit/timing.h"
+#include "test_kernels.h"
 
 namespace {
 using labkit::launches::Kernel;
@@ -215,4 +218,49 @@ TEST_CASE("a recorder on through compare_speed takes each candidate call's kerne
       // No launch callbacks, so no library's name: the GEMM kernel is refused as one not compiled from the source.
       CHECK(refused.find("ran a kernel of a library (not compiled from your source)") != std::string::npos);
   }
+}
+
+namespace {
+// 400 kernels of `cycles` clock cycles each, back to back on the default stream, timed by events (the device's pace,
+// since each kernel outlasts the host's launch of the next).
+double burst_ms(long long cycles) {
+  labkit::EventTimer timer;
+  timer.start();
+  for (int i = 0; i < 400; ++i) labkit_test::launch_spin(cycles);
+  timer.stop();
+  return timer.elapsed_ms();
+}
+}  // namespace
+
+TEST_CASE("the speed gates' recorder costs the device about a microsecond a kernel", "[gpu][launches][alone]") {
+  // The every_call speed gates (labkit::RecordedCalls) keep the recorder on through every timed call, the
+  // baseline's too, on the grounds that CUPTI's kernel records cost each kernel little against the calls those
+  // gates time. This measures that cost where it is paid, on the device: kernels of 20 us each (longer than a
+  // launch, so the device sets the pace), 400 at a time, plain and recorded in turn, the median of 7 of each. On an
+  // H100 (2026-11-27) it was 1.1 us a kernel; 3 us would move a gate of 20-us kernels by 15 % and calls for a look at
+  // which gates record every call. Alone on the GPU ([alone]): other processes' kernels would take time slices.
+  if (!labkit::has_device()) SKIP(labkit::no_device_reason());
+  int dev = 0, clock_khz = 0;
+  LABKIT_CUDA(cudaGetDevice(&dev));
+  LABKIT_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
+  const long long cycles = 20LL * clock_khz / 1000;  // 20 us at the base clock (boost only shortens it)
+  burst_ms(cycles);  // warm-up: module load, clocks up
+  std::vector<double> plain, recorded;
+  for (int i = 0; i < 7; ++i) {
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    plain.push_back(burst_ms(cycles));
+    Recorder rec(Recorder::Attribution::names_only);  // as the speed gates' (gate::record_timed_calls)
+    REQUIRE(rec.available());
+    recorded.push_back(burst_ms(cycles));
+    const auto ran = rec.stop();
+    CHECK(ran.size() == 400);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double per_kernel_us = (median(recorded) - median(plain)) * 1e3 / 400;
+  WARN("recorder (names_only) on the device: " << per_kernel_us << " us a kernel (400 kernels: " << median(plain)
+                                               << " ms plain, " << median(recorded) << " ms recorded)");
+  CHECK(per_kernel_us < 3.0);
 }

@@ -61,9 +61,11 @@ struct SpeedComparison {
 //      every_call: one recorder on from before the first call of compare_speed to after the last, baseline and
 //        warm-up included; every candidate call is checked and counted. Every call pays the recorder's cost alike,
 //        so a step cannot tell a checked call from another, nor run a library on the calls it believes unchecked.
-//        That cost is CUPTI's, per kernel and on the device (3-6 us on an H100, from how the ratios moved): a few
-//        per cent of a call of short kernels, and more for the side with more kernels (lab 04's step 1 baseline, 300
-//        kernels a sort, would raise step 3's ratio to it by 7 %). Gates whose calls are long against it use this.
+//        That cost is CUPTI's, on the device: 1.1 us a kernel on an H100 (labkit_tests, "the speed gates' recorder
+//        costs the device about a microsecond a kernel"), and short calls moved by more than their kernels account
+//        for (a 0.17 ms transpose lost 3.5 %): a few per cent of a call of short kernels, and more for the side with
+//        more kernels (lab 04's step 1 baseline, 300 kernels a sort, would raise step 3's ratio to it by 7 %). Gates
+//        whose calls are long against it use this.
 //      two_calls: the candidate is recorded in one timed round, `recorded_round` (< min_repeats, from the gate's
 //        secret), and in one extra call after the timed rounds; neither counts in the medians. The other calls pay
 //        nothing, and a recorded one costs about 0.5 us more per launch on the host (no launch callbacks: see
