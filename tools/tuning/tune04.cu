@@ -135,10 +135,15 @@ void speed(std::size_t n) {
       labkit::fill_random_device(base.data(), n, 777 + rep, -1.f, 1.f);
     };
     tc.verify = [] {};
-    const auto cmp = labkit::compare_speed([&](int) { thrust(base.data(), n); }, [&](int) { step5(work.data(), n); },
-                                           tc, timing_opts());
-    std::printf("  n = %10zu  thrust %9.3f ms | step 5 %9.3f ms | gate-like ratio %.4f\n", n, cmp.baseline.median_ms,
-                cmp.candidate.median_ms, cmp.ratio);
+    // Descending is the same network on keys XOR-ed with all ones: it should time the same.
+    const SortFn step5_desc = [](float* k, std::size_t m) { lab04::sort_fused(k, m, lab04::Order::descending); };
+    for (const auto& [name, sort] : {std::pair{"ascending", step5}, std::pair{"descending", step5_desc}}) {
+      const SortFn& fn = sort;  // a plain reference for the lambda (C++17 lambdas cannot capture a binding)
+      const auto cmp = labkit::compare_speed([&](int) { thrust(base.data(), n); }, [&](int) { fn(work.data(), n); },
+                                             tc, timing_opts());
+      std::printf("  n = %10zu  thrust %9.3f ms | step 5 %-10s %9.3f ms | gate-like ratio %.4f\n", n,
+                  cmp.baseline.median_ms, name, cmp.candidate.median_ms, cmp.ratio);
+    }
     return;
   }
   const double copy_ms = labkit::time_gpu([&](int) { restore(); }, timing_opts()).median_ms;
@@ -153,7 +158,10 @@ void speed(std::size_t n) {
   std::printf("  -> step5/step3 = %.3f\n", compare("step 3", step3, "step 5", step5));
 }
 
-// Per-kernel times at n = 2^24 (each launch on random data restored first; the copy is subtracted).
+// Per-kernel times at n = 2^24 (each launch on random data restored first; the copy is subtracted). The restore
+// copy walks the array forward and leaves the part it wrote last in L2, as a kernel of the sort leaves it to the next:
+// each kernel is timed walking forward (starting on what the L2 no longer holds) and backward (starting on the tail
+// the copy left, which is how step 5's alternating walk meets every kernel after the first).
 void breakdown() {
   using namespace lab04;
   const std::size_t n = std::size_t(1) << 24;
@@ -164,10 +172,18 @@ void breakdown() {
     LABKIT_CUDA(cudaMemcpyAsync(work.data(), src.data(), n * sizeof(float), cudaMemcpyDeviceToDevice));
   };
   const double copy_ms = labkit::time_gpu([&](int) { restore(); }, timing_opts()).median_ms;
+  auto us = [&](const std::function<void()>& launch) {
+    return (labkit::time_gpu([&](int) { restore(), launch(); }, timing_opts()).median_ms - copy_ms) * 1e3;
+  };
+  auto gbs = [&](double t_us) { return 2.0 * n * 4 / (t_us * 1e3); };
   auto kernel = [&](const char* name, const std::function<void()>& launch) {
-    const double ms = labkit::time_gpu([&](int) { restore(), launch(); }, timing_opts()).median_ms - copy_ms;
-    std::printf("  %-58s %8.1f us  (%6.0f GB/s for one read + one write of 64 MB)\n", name, ms * 1e3,
-                2.0 * n * 4 / (ms * 1e6));
+    const double t = us(launch);
+    std::printf("  %-58s %8.1f us  (%6.0f GB/s for one read + one write of 64 MB)\n", name, t, gbs(t));
+  };
+  auto walked = [&](const char* name, const std::function<void(bool)>& launch) {
+    const double fwd = us([&] { launch(false); }), back = us([&] { launch(true); });
+    std::printf("  %-50s forward %7.1f us (%5.0f GB/s), backward %7.1f us (%5.0f GB/s)\n", name, fwd, gbs(fwd),
+                back, gbs(back));
   };
   int dev = 0, optin = 0;
   LABKIT_CUDA(cudaGetDevice(&dev));
@@ -175,7 +191,7 @@ void breakdown() {
   std::printf("breakdown at n = 2^24 (restore copy %.1f us subtracted; memcpy %.0f GB/s)\n", copy_ms * 1e3,
               labkit::memcpy_bandwidth_gbs());
   if (!g_step5_only) tune04::breakdown_step3(work.data(), N, kernel);  // step 3's kernels (tune04_step3.cu)
-  // Step 5's kernels.
+  // Step 5's kernels, walking forward and backward (walk_block).
   {
     const int lc = fused_log_chunk(N, optin);
     const u32 chunk = 1u << lc;
@@ -183,18 +199,18 @@ void breakdown() {
     const ChunkKernels k = chunk_kernels(lc);
     LABKIT_CUDA(cudaFuncSetAttribute(k.sort, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     LABKIT_CUDA(cudaFuncSetAttribute(k.merge, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    kernel("step 5 kernel A (sort chunks, in registers)",
-           [&] { k.sort<<<N / chunk, chunk / 32, smem>>>(work.data(), N, 0, false); });
-    kernel("step 5 kernel B (merge chunks, in registers)",
-           [&] { k.merge<<<N / chunk, chunk / 32, smem>>>(work.data(), N, 0, false); });
-    kernel("step 5 fused global pass r = 1 (lj = 15)",
-           [&] { fused_global_pass<1>(work.data(), N, N, 15, false, 0, false); });
-    kernel("step 5 fused global pass r = 2", [&] { fused_global_pass<2>(work.data(), N, N, 15, false, 0, false); });
-    kernel("step 5 fused global pass r = 3", [&] { fused_global_pass<3>(work.data(), N, N, 15, false, 0, false); });
-    kernel("step 5 fused global pass r = 4", [&] { fused_global_pass<4>(work.data(), N, N, 15, false, 0, false); });
-    kernel("step 5 fused global pass r = 5", [&] { fused_global_pass<5>(work.data(), N, N, 15, false, 0, false); });
-    kernel("step 5 fused global pass r = 5, mirror (lj = 19)",
-           [&] { fused_global_pass<5>(work.data(), N, N, 19, true, 0, false); });
+    walked("step 5 kernel A (sort chunks, in registers)",
+           [&](bool b) { k.sort<<<N / chunk, chunk / 32, smem>>>(work.data(), N, 0, b); });
+    walked("step 5 kernel B (merge chunks, in registers)",
+           [&](bool b) { k.merge<<<N / chunk, chunk / 32, smem>>>(work.data(), N, 0, b); });
+    walked("step 5 fused global pass r = 1 (lj = 15)",
+           [&](bool b) { fused_global_pass<1>(work.data(), N, N, 15, false, 0, b); });
+    walked("step 5 fused global pass r = 2", [&](bool b) { fused_global_pass<2>(work.data(), N, N, 15, false, 0, b); });
+    walked("step 5 fused global pass r = 3", [&](bool b) { fused_global_pass<3>(work.data(), N, N, 15, false, 0, b); });
+    walked("step 5 fused global pass r = 4", [&](bool b) { fused_global_pass<4>(work.data(), N, N, 15, false, 0, b); });
+    walked("step 5 fused global pass r = 5", [&](bool b) { fused_global_pass<5>(work.data(), N, N, 15, false, 0, b); });
+    walked("step 5 fused global pass r = 5, mirror (lj = 19)",
+           [&](bool b) { fused_global_pass<5>(work.data(), N, N, 19, true, 0, b); });
     int g = 0, m = 0, by_r[6] = {};
     for (const auto& p : fused_plan(N, lc)) (p.r ? g : m)++, by_r[p.r]++;
     std::printf("  step 5 plan at 2^24: 1 chunk sort + %d fused global passes (r = 1..5: %d %d %d %d %d) + %d merge "
