@@ -351,13 +351,16 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
   std::vector<double> speed_used(labs_.size(), 0.0);
   s.untimed_seconds.assign(labs_.size(), 0.0);
   // Other processes on this worker's GPUs, looked for before the first speed gate and after the last (nothing of
-  // the batch runs there at either moment): one computing there shared the GPU with the timing by time slices.
+  // this worker runs there at either moment, and the runs of workers that share its GPU are left out): one computing
+  // there shared the GPU with the timing by time slices.
   std::vector<std::string> shared_gpu;
   const auto look_for_others = [&](const char* when) {
     const auto it = gpu_uuids_.find(gpu);
     if (it == gpu_uuids_.end() || it->second.empty()) return;
-    if (const auto others = on_gpus(gpu_processes(10), it->second); !others.empty())
-      shared_gpu.push_back(std::string(when) + ": " + describe_gpu_processes(others));
+    auto others = on_gpus(gpu_processes(10), it->second);
+    // Workers that share a GPU (more workers than GPU groups) see each other's runs there: the batch's own.
+    if (workers_ > static_cast<int>(gpus_.size())) others = others_than(others, getpid());
+    if (!others.empty()) shared_gpu.push_back(std::string(when) + ": " + describe_gpu_processes(others));
   };
   look_for_others("before the speed gates");
   if (shared_slot)

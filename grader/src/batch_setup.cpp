@@ -372,8 +372,9 @@ void Batch::plan_slots() {
                  "student's gates can fail for memory another student's run holds\n";
   // Each worker's GPUs by UUID, nvidia-smi's key, so that CUDA's numbering and nvidia-smi's never have to agree: from
   // the CUDA query above where it saw every member of the worker's CUDA_VISIBLE_DEVICES, else asked of CUDA in a
-  // child started with it. Only where no two workers share a GPU: otherwise another worker's runs are on it anyway.
-  if (!gpus_.empty() && workers_ <= static_cast<int>(gpus_.size()) && find_program("nvidia-smi"))
+  // child started with it. Where workers share a GPU, another worker's runs are on it: the look then counts only
+  // processes outside the batch (others_than).
+  if (!gpus_.empty() && find_program("nvidia-smi"))
     for (const auto& g : gpus_) {
       std::vector<std::string> uuids;
       for (const auto& member : split(g, ','))

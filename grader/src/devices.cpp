@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "progress.h"
 #include "util.h"
 
 namespace labgrade {
@@ -147,6 +149,17 @@ std::vector<GpuProcess> on_gpus(const std::vector<GpuProcess>& procs, const std:
   std::vector<GpuProcess> out;
   for (const auto& p : procs)
     if (std::find(uuids.begin(), uuids.end(), p.uuid) != uuids.end()) out.push_back(p);
+  return out;
+}
+
+std::vector<GpuProcess> others_than(const std::vector<GpuProcess>& procs, pid_t self) {
+  std::vector<GpuProcess> out;
+  for (const auto& p : procs) {
+    const pid_t pid = static_cast<pid_t>(std::atol(p.pid.c_str()));  // parse_gpu_processes kept digits only
+    std::error_code ec;
+    if (pid <= 0 || !std::filesystem::exists("/proc/" + p.pid, ec)) continue;
+    if (!descends_from(pid, self)) out.push_back(p);
+  }
   return out;
 }
 

@@ -1,6 +1,8 @@
 // What CUDA sees on this machine. The query runs in a child process (`labgrade __probe-cuda`): the grader itself
 // never initialises CUDA, so a wedged driver cannot hang it and its children never inherit a CUDA state.
 #pragma once
+#include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -53,5 +55,10 @@ std::vector<GpuProcess> gpu_processes(double timeout_s = 20);
 std::string describe_gpu_processes(const std::vector<GpuProcess>& procs);
 // The processes of `procs` that compute on one of the GPUs `uuids` names.
 std::vector<GpuProcess> on_gpus(const std::vector<GpuProcess>& procs, const std::vector<std::string>& uuids);
+// The processes of `procs` that are still there (a /proc entry) and are neither `self` nor its descendants
+// (descends_from, progress.h). Where a batch's workers share a GPU, another worker's gate runs are on it: the batch's
+// own, not someone else's; and one of them may end between nvidia-smi's list and this look. The cost: a process of
+// another PID namespace that /proc does not show (a container's view) is left out too.
+std::vector<GpuProcess> others_than(const std::vector<GpuProcess>& procs, pid_t self);
 
 }  // namespace labgrade

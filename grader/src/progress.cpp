@@ -77,6 +77,17 @@ bool thread_waits(pid_t pid, std::unordered_map<pid_t, unsigned long long>& out)
 
 }  // namespace
 
+bool descends_from(pid_t pid, pid_t ancestor) {
+  // A chain of parents ends at pid 1 (or 0 above it); 4096 links bound a loop that a reused pid could close.
+  for (int links = 0; pid > 1 && links < 4096; ++links) {
+    if (pid == ancestor) return true;
+    ProcStat st;
+    if (!read_stat(pid, &st)) return false;
+    pid = st.ppid;
+  }
+  return pid == ancestor;
+}
+
 std::vector<int> allowed_cpus() {
   std::vector<int> out;
   cpu_set_t set;

@@ -60,6 +60,11 @@ struct ProgressMark {
   static ProgressMark now(const ProgressClock& c) { return {c.wall_seconds(), c.progress_seconds(), c.cpu_seconds()}; }
 };
 
+// Whether process `pid` is `ancestor` or one of its descendants now, by the parent links of /proc/<pid>/stat (false
+// when a link cannot be read: the process has gone, or /proc hides it). A process that left the tree (a daemon
+// reparented to init) is not a descendant any more.
+bool descends_from(pid_t pid, pid_t ancestor);
+
 // The number of CPUs this process may run on (sched_getaffinity), at least 1.
 int usable_cpus();
 // Those CPUs by number, and for each the CPUs of its core (sysfs thread_siblings_list; just itself when unreadable).

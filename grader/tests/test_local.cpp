@@ -2,10 +2,15 @@
 // format, without a GPU.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 
 #include "devices.h"
+#include "progress.h"
 #include "scoring.h"
 #include "test_support.h"
 #include "util.h"
@@ -182,6 +187,59 @@ TEST_CASE("other processes on the GPUs: parsed from nvidia-smi, named by GPU, re
   INFO(r.output);
   CHECK(r.exit_code == 0);  // a warning, not a failure
   CHECK_THAT(r.output, ContainsSubstring("other processes compute on the GPUs now: pid 4242"));
+}
+
+TEST_CASE("other processes on a GPU that workers share: the batch's own runs are left out", "[local]") {
+  // A worker's look at its GPU keeps only processes outside the batch: a child of this process and a grandchild
+  // (as a gate binary under bubblewrap is) are the batch's own, pid 1 is someone else's, and a pid that has no /proc
+  // entry (ended since nvidia-smi listed it) is left out.
+  int hold[2], report[2];
+  REQUIRE(pipe(hold) == 0);
+  REQUIRE(pipe(report) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The child starts a grandchild, reports its pid, and both wait until the parent closes `hold`.
+    close(hold[1]);
+    close(report[0]);
+    char c;
+    const pid_t grandchild = fork();
+    if (grandchild == 0) {
+      (void)!read(hold[0], &c, 1);
+      _exit(0);
+    }
+    (void)!write(report[1], &grandchild, sizeof grandchild);
+    (void)!read(hold[0], &c, 1);
+    waitpid(grandchild, nullptr, 0);
+    _exit(0);
+  }
+  close(hold[0]);
+  close(report[1]);
+  pid_t grandchild = 0;
+  REQUIRE(read(report[0], &grandchild, sizeof grandchild) == static_cast<ssize_t>(sizeof grandchild));
+  close(report[0]);
+  REQUIRE(grandchild > 0);
+  CHECK(descends_from(getpid(), getpid()));
+  CHECK(descends_from(child, getpid()));
+  CHECK(descends_from(grandchild, getpid()));
+  CHECK(descends_from(grandchild, child));
+  CHECK_FALSE(descends_from(getpid(), child));
+  CHECK_FALSE(descends_from(1, getpid()));
+  const auto procs = parse_gpu_processes(
+      "GPU-aaaa, " + std::to_string(grandchild) + ", 100 MiB, gate\nGPU-aaaa, 1, 5 MiB, someone\n"
+      "GPU-aaaa, 999999999, 7 MiB, gone\n",
+      "0, GPU-aaaa\n");
+  REQUIRE(procs.size() == 3);
+  const auto others = others_than(procs, getpid());
+  REQUIRE(others.size() == 1);
+  CHECK(others[0].pid == "1");
+  close(hold[1]);  // both wake up and end
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  // The grandchild has ended too (its parent reaped it before exiting): gone from /proc, and left out as well.
+  CHECK_FALSE(descends_from(grandchild, getpid()));
+  CHECK(others_than(procs, getpid()).size() == 1);
 }
 
 TEST_CASE("grading one's own tree with labs side by side: a lab's speed gates are timed as soon as it is built",
