@@ -26,46 +26,17 @@ unsigned upper_blocks(int T) {
   return static_cast<unsigned>(n);
 }
 
-// The order of the tiles over the blocks: bands of LAB06_BAND_ROWS tile rows, column by column inside a band (1: row
-// by row, the order tuned and measured). A tuning knob, not yet measured on the shipped kernel: a wave of 132 blocks
-// row by row reads 3 panels P and 64 panels Q of A (8 MB each at N = 8192), in bands of 8 rows about 8 and 17. A
-// copy of this kernel gained 1 % from it against cublasDsyrk (tools/tuning/README.md, tune06b); tune06 built with
-// -DLAB06_BAND_ROWS=8 measures it here.
-#ifndef LAB06_BAND_ROWS
-#define LAB06_BAND_ROWS 1
-#endif
-constexpr int kBandRows = LAB06_BAND_ROWS;
-static_assert(kBandRows >= 1, "at least one tile row per band");
-
-// Linear index b -> tile (bi, bj) with bi <= bj. Row by row: row r holds the T - r tiles bj = r .. T-1; in bands,
-// band q0 (its first row) holds rows q0 .. q0 + rows - 1, and its column c the min(c - q0 + 1, rows) tiles on or
-// above the diagonal. Loops of at most T cheap steps per block (T = 64 at N = 8192 with 128-wide tiles):
-// microseconds, against a block that runs for a millisecond or more. Consecutive b share bi (a row) or bj (a band's
-// column), so neighbouring blocks reuse a panel of A in L2.
+// Linear index b -> tile (bi, bj) with bi <= bj, row by row: row r holds the T - r tiles bj = r .. T-1.
+// A loop of at most T cheap steps per block (T = 64 at N = 8192 with 128-wide tiles): microseconds, against a
+// block that runs for a millisecond or more. Consecutive b share bi, so neighbouring blocks reuse panel P in L2.
 __device__ __forceinline__ void upper_tile(int b, int T, int& bi, int& bj) {
-  if constexpr (kBandRows == 1) {
-    int r = 0;
-    while (b >= T - r) {
-      b -= T - r;
-      ++r;
-    }
-    bi = r;
-    bj = r + b;
-  } else {
-    int q0 = 0, rows = min(kBandRows, T);
-    while (b >= rows * T - rows * (2 * q0 + rows - 1) / 2) {  // the band's tiles: the sum of T - r over its rows
-      b -= rows * T - rows * (2 * q0 + rows - 1) / 2;
-      q0 += rows;
-      rows = min(kBandRows, T - q0);
-    }
-    int c = q0;
-    while (b >= min(c - q0 + 1, rows)) {
-      b -= min(c - q0 + 1, rows);
-      ++c;
-    }
-    bi = q0 + b;
-    bj = c;
+  int r = 0;
+  while (b >= T - r) {
+    b -= T - r;
+    ++r;
   }
+  bi = r;
+  bj = r + b;
 }
 
 int current_device() {
