@@ -185,6 +185,32 @@ TEST_CASE("sparse.poisson2d", "[cpu][sparse]") {
   const Csr A = poisson2d(3, 3);
   REQUIRE(std::vector<std::int32_t>(A.col_idx.begin() + A.row_ptr[4], A.col_idx.begin() + A.row_ptr[5]) ==
           std::vector<std::int32_t>{1, 3, 4, 5, 7});
+  // Grid lines fill side by side (parallel_for over lines of 64 and more): the same matrix as the stencil's
+  // triplets, entry for entry, on a grid that splits over every core.
+  {
+    const int nx = 301, ny = 257;
+    std::vector<std::int32_t> ri, ci;
+    std::vector<double> v;
+    for (int j = 0; j < ny; ++j)
+      for (int i = 0; i < nx; ++i) {
+        const int r = i + nx * j;
+        auto put = [&](int c, double x) {
+          ri.push_back(r);
+          ci.push_back(c);
+          v.push_back(x);
+        };
+        put(r, 4.0);
+        if (i > 0) put(r - 1, -1.0);
+        if (i + 1 < nx) put(r + 1, -1.0);
+        if (j > 0) put(r - nx, -1.0);
+        if (j + 1 < ny) put(r + nx, -1.0);
+      }
+    const Csr expect = from_triplets(nx * ny, nx * ny, ri, ci, v);
+    const Csr got = poisson2d(nx, ny);
+    REQUIRE(got.row_ptr == expect.row_ptr);
+    REQUIRE(got.col_idx == expect.col_idx);
+    REQUIRE(got.values == expect.values);
+  }
   REQUIRE_THROWS_AS(poisson2d(0, 5), std::invalid_argument);
   REQUIRE_THROWS_AS(poisson2d(100000, 100000), std::invalid_argument);  // 5e10 nonzeros: refused, not allocated
 }
