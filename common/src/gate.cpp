@@ -140,7 +140,7 @@ void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name,
   report::metric("ratio", cmp.ratio, "x");
   report::metric("escaped_ms", cmp.escaped_ms, "ms");
   // Two recorded calls: how much slower the faster of them ran than the counted median. Not judged here (the
-  // reference's gates measured 1.006-1.113 on an H100, the recorder's cost per kernel and the machine's noise; a
+  // reference's gates measured 1.004-1.223 on H100s, the recorder's cost per kernel and the machine's noise; a
   // bound for every GPU is not known); the class report lists the gates far above 1 (labgrade's writers.cpp,
   // kReviewRecordedSlower).
   if (cmp.recorded_ms > 0 && cmp.candidate.median_ms > 0)

@@ -396,7 +396,8 @@ void recorded_slower_section(std::ostream& md, const std::vector<SubmissionResul
   md << "Passed speed gates that record two of the step's calls, the faster of which ran " << slower
      << " % or more slower than the median of the counted calls: a step may run its own kernels only when the launch "
      << "recorder watches and a library otherwise (the recorder itself slows healthy steps' recorded calls, by "
-     << "up to about 22 % for a call of 0.1 ms). Not scored; read the step.\n\n| student | gate | recorded / counted |\n|---|---|---:|\n";
+     << "up to about 22 % for a call of 0.1 ms). Not scored; read the step.\n\n"
+     << "| student | gate | recorded / counted |\n|---|---|---:|\n";
   review_table(md, std::move(rows), false);
 }
 

@@ -37,8 +37,8 @@ std::string markdown_report(const std::vector<SubmissionResult>& results, const 
 inline constexpr double kReviewAboveReference = 1.15;
 // Then the passed speed gates whose recorded calls (the metric recorded_over_counted: the faster of a gate's two
 // recorded calls over the counted median) ran kReviewRecordedSlower times the counted median or slower. The
-// recorder's cost per kernel keeps a healthy step a little above 1 (the reference's 14 such gates: 1.006-1.113 on an
-// H100, 2026-11-27, lab 07 step 1's 0.1 ms call the highest); a step that ran a library only on the
+// recorder's cost per kernel keeps a healthy step a little above 1 (the reference's 14 such gates: 1.004-1.223 on
+// H100s, 2026-11-27 and -28, lab 07 step 1's 0.1 ms call the highest); a step that ran a library only on the
 // calls it believed unwatched is slower on the watched ones by what the library gained it.
 inline constexpr double kReviewRecordedSlower = 1.3;
 std::string speed_review(const std::vector<SubmissionResult>& results);
