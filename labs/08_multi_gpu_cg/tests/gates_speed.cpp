@@ -38,32 +38,34 @@ constexpr int kItersShort = 10, kItersLong = 310;  // 300 iterations: well above
 // iterations: against the references' fixed cost, about 0.03-0.05 ms of a 0.36-0.38 ms iteration.
 constexpr double kIoAllowance = 1.5, kFixedAllowanceIters = 16;
 
-// Upload of b and download of x, the halves of n doubles on the team's two GPUs side by side, from and to pageable
-// host memory as a solve must do at least: the median of 5 (ms, host clock around synchronous waits).
+// Upload of b and download of x, n doubles split evenly over the team's GPUs (the rows a solve gives each), side by
+// side, from and to pageable host memory as a solve must do at least: the median of 5 (ms, host clock around
+// synchronous waits).
 double io_floor_ms(const lab08::Team& team, const std::vector<double>& b, std::vector<double>& x) {
-  const std::size_t n = b.size(), half = n / 2;
+  const std::size_t n = b.size(), parts = static_cast<std::size_t>(team.parts());
   x.resize(n);
+  std::vector<std::size_t> first(parts + 1);
+  for (std::size_t k = 0; k <= parts; ++k) first[k] = n * k / parts;
   std::vector<labkit::DeviceBuffer<double>> dev;
-  for (int k = 0; k < team.parts(); ++k) {
-    team.use(k);
-    dev.emplace_back(k == 0 ? half : n - half);
+  for (std::size_t k = 0; k < parts; ++k) {
+    team.use(static_cast<int>(k));
+    dev.emplace_back(first[k + 1] - first[k]);
   }
+  // Every part's copy is queued before the wait, so the GPUs' transfers overlap as a solve's would.
+  auto copy_all = [&](bool up) {
+    for (std::size_t k = 0; k < parts; ++k) {
+      team.use(static_cast<int>(k));
+      const std::size_t bytes = dev[k].size() * sizeof(double);
+      const cudaStream_t st = team.stream(static_cast<int>(k));
+      if (up) LABKIT_CUDA(cudaMemcpyAsync(dev[k].data(), b.data() + first[k], bytes, cudaMemcpyHostToDevice, st));
+      else LABKIT_CUDA(cudaMemcpyAsync(x.data() + first[k], dev[k].data(), bytes, cudaMemcpyDeviceToHost, st));
+    }
+    team.synchronize();
+  };
   auto one = [&] {
     const auto t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < 2; ++k) {
-      team.use(k);
-      LABKIT_CUDA(cudaMemcpyAsync(dev[std::size_t(k)].data(), b.data() + (k ? half : 0),
-                                  dev[std::size_t(k)].size() * sizeof(double), cudaMemcpyHostToDevice,
-                                  team.stream(k)));
-    }
-    team.synchronize();
-    for (int k = 0; k < 2; ++k) {
-      team.use(k);
-      LABKIT_CUDA(cudaMemcpyAsync(x.data() + (k ? half : 0), dev[std::size_t(k)].data(),
-                                  dev[std::size_t(k)].size() * sizeof(double), cudaMemcpyDeviceToHost,
-                                  team.stream(k)));
-    }
-    team.synchronize();
+    copy_all(true);
+    copy_all(false);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   std::vector<double> ms;
