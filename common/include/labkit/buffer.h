@@ -36,8 +36,12 @@ class DeviceBuffer {
   std::size_t size() const noexcept { return size_; }
   std::size_t bytes() const noexcept { return size_ * sizeof(T); }
 
+  // Returns with the data on the device: a cudaMemcpy from pageable memory may return once the bytes are staged,
+  // before its DMA lands, and a step on a non-blocking stream of its own is not ordered after it.
   void upload(const T* host, std::size_t n) {
-    if (n) LABKIT_CUDA(cudaMemcpy(ptr_, host, n * sizeof(T), cudaMemcpyHostToDevice));
+    if (!n) return;
+    LABKIT_CUDA(cudaMemcpy(ptr_, host, n * sizeof(T), cudaMemcpyHostToDevice));
+    LABKIT_CUDA(cudaStreamSynchronize(0));
   }
   void upload(const std::vector<T>& host) { upload(host.data(), host.size() < size_ ? host.size() : size_); }
   void download(T* host, std::size_t n) const {

@@ -80,9 +80,12 @@ struct SaxpyCase {
   const float* xd() const { return dx.data() + offx; }
   float* yd() { return dy.data() + offy; }
   // y back to its initial contents (in/out array): regenerated on the device, no upload of the whole array.
+  // Returns with x and y complete on the device (the fills and pageable copies go through the default stream; a
+  // step on a non-blocking stream of its own is not ordered after them).
   void reset_y() {
     labkit::fill_random_device(dy.data(), offy + n, sy);
     patch(dy.data() + offy, y0, special_y_);
+    LABKIT_CUDA(cudaStreamSynchronize(0));
   }
   // The whole y array as on the device, offset elements included.
   std::vector<float> y_full() const { return dy.download(); }

@@ -124,6 +124,7 @@ void check_norm_step(NormFn fn, const char* name) {
     std::vector<float> y0 = inf_only.y0;
     y0[500] = -kInf;
     LABKIT_CUDA(cudaMemcpy(inf_only.yd() + 500, &y0[500], sizeof(float), cudaMemcpyHostToDevice));
+    LABKIT_CUDA(cudaStreamSynchronize(0));  // landed before a step on any stream reads it
     const double norm = fn(inf_only.n, inf_only.a, inf_only.xd(), inf_only.yd());
     LABKIT_CUDA(cudaDeviceSynchronize());
     labkit::gate::require(check_norm(norm, labkit::norm2_ref(labkit::saxpy_ref(inf_only.a, inf_only.x, y0)),

@@ -71,6 +71,7 @@ double one_gpu_sgemm_ms(lab09::Engine& e, int N, std::uint64_t seed) {
         for (int i = 0; i < N; ++i) h[i + std::size_t(j) * N] = hashed(seed, which, i, j);
       LABKIT_CUDA(cudaMemcpy(which ? B : A, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
     }
+    LABKIT_CUDA(cudaStreamSynchronize(0));  // the last pageable chunk may still be in flight; e.stream is non-blocking
     cudaEvent_t t0, t1;
     LABKIT_CUDA(cudaEventCreate(&t0));
     LABKIT_CUDA(cudaEventCreate(&t1));
