@@ -1,4 +1,5 @@
 // Console table, Gradescope JSON, JUnit XML, CSV and Markdown: schema and escaping.
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <sstream>
@@ -154,13 +155,14 @@ TEST_CASE("the class report lists passed speed figures well above the reference,
 }
 
 TEST_CASE("the class report lists gates whose recorded calls ran far slower than the counted ones", "[writers]") {
-  auto with_recorded = [](const std::string& student, double factor, bool passed = true) {
+  auto with_recorded = [](const std::string& student, double factor, bool passed = true, double counted_ms = 0) {
     SubmissionResult r = sample(student);
     GateResult& g = r.labs[0].gates[1];
     g.threshold = 0.8;
     g.reference = 1.0;
     g.metrics["ratio"] = {passed ? 0.9 : 0.5, "x"};
     g.metrics["recorded_over_counted"] = {factor, "x"};
+    if (counted_ms > 0) g.metrics["candidate_ms"] = {counted_ms, "ms"};
     g.status = Status::passed;
     g.message.clear();
     apply_rubric(r.labs[0]);
@@ -176,9 +178,22 @@ TEST_CASE("the class report lists gates whose recorded calls ran far slower than
                                    "| edge | lab01 step2.speed | 1.30 |"));
   CHECK_FALSE(contains(md, "| healthy | lab01 step2.speed | 1.05"));  // the recorder's own cost
   CHECK_FALSE(contains(md, "| failed | lab01 step2.speed"));          // lost its points already
+  // With the counted median known, a recorded call must also be 25 us slower: a healthy 45 us call that the recorder
+  // slowed 1.28x (lab 07 step 1 on an H200) is not listed; the same call 1.9x slower is (cutoff 1.3 + 0.025 / 0.045).
+  const std::string short_calls =
+      markdown_report({with_recorded("short_healthy", 1.28, true, 0.045),
+                       with_recorded("short_swapped", 1.9, true, 0.045),
+                       with_recorded("long_swapped", 1.32, true, 3.6)},
+                      "Class");
+  CHECK_FALSE(contains(short_calls, "| short_healthy | lab01 step2.speed"));
+  CHECK_THAT(short_calls, ContainsSubstring("| short_swapped | lab01 step2.speed | 1.90 |"));
+  CHECK_THAT(short_calls, ContainsSubstring("| long_swapped | lab01 step2.speed | 1.32 |"));
+  CHECK(recorded_review_cutoff(0) == kReviewRecordedSlower);
+  CHECK(recorded_review_cutoff(0.05) == Catch::Approx(1.8));
   // Every recorded call near its median: one line that says so; no gate with the metric: no section.
   CHECK_THAT(markdown_report({with_recorded("a", 1.0), with_recorded("b", 1.1)}, "Class"),
-             ContainsSubstring("No passed speed gate's recorded calls ran 30 % or more slower than its counted calls."));
+             ContainsSubstring("No passed speed gate's recorded calls ran 30 % and 25 us or more slower than "
+                               "its counted calls."));
   CHECK_FALSE(contains(markdown_report({sample("plain")}, "Class"), "Recorded calls slower"));
 }
 
