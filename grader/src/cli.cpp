@@ -136,7 +136,7 @@ void add_grade_options(CLI::App& app, CliOptions& o) {
   app.add_flag("--no-hidden", grade.no_hidden, "leave hidden gates out (what a student release grades)");
   app.add_option("--lab-jobs", grade.lab_jobs,
                  "labs of one submission run at once on its GPU; their speed gates still take turns with the GPU to "
-                 "themselves (default: one per 16 GiB of GPU memory and per 4 CPUs; 1 without a GPU)")
+                 "themselves (default: one per 12 GiB of GPU memory and per 2.5 CPUs; 1 without a GPU)")
       ->check(CLI::Range(1, 64));
 }
 

@@ -174,8 +174,8 @@ void for_each_concurrently(std::size_t n, int jobs, const std::function<void(std
 
 int default_lab_jobs(double gpu_memory_gib, int cpus_per_worker, std::size_t labs) {
   if (gpu_memory_gib <= 0 || labs == 0) return 1;
-  const int by_memory = static_cast<int>(gpu_memory_gib / 16);
-  const int by_cpu = cpus_per_worker / 4;
+  const int by_memory = static_cast<int>(gpu_memory_gib / 12);
+  const int by_cpu = cpus_per_worker * 2 / 5;
   return std::max(1, std::min({by_memory, by_cpu, static_cast<int>(labs)}));
 }
 

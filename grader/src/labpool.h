@@ -128,11 +128,14 @@ class ReadyQueue {
 // started then are skipped.
 void for_each_concurrently(std::size_t n, int jobs, const std::function<void(std::size_t)>& fn);
 
-// How many labs of one submission run at once on a GPU by default: one per 16 GiB of GPU memory (labs 01-07 all at
-// once peaked at 10 GiB in all on an H200), one per 4 CPUs a worker has (a lab runs two compute-sanitizer
-// processes and multi-threaded CPU references), at most the number of labs, at least 1. No GPU
-// (gpu_memory_gib <= 0): 1. On an H200 with 16 cores, 4 labs at a time graded labs 01-07 in 93 s, 7 in 88 s, one
-// in 124 s: the untimed work is bound by the GPU and the CPUs well before 7.
+// How many labs of one submission run at once on a GPU by default: one per 12 GiB of GPU memory (labs 01-07 all at
+// once peaked at 10 GiB in all on an H200), one per 2.5 CPUs a worker has (a lab runs two compute-sanitizer
+// processes and multi-threaded CPU references), at most the number of labs, at least 1; 6 on an 80 GB H100 with 16
+// cores. No GPU (gpu_memory_gib <= 0): 1. `--solutions` on one H100 with 16 cores took 3-6 % less with 6 labs at a
+// time than with 4 in three sets of interleaved runs (2026-11-26: 62.4 s with 4, 58.6 with 6, 57.9 with 9;
+// 2026-11-27: 53.4, 51.8, 52.7; 2026-11-28: 55.2 and 56.4 with 4, 53.4 and 54.8 with 6, 52.1 with 8); on an H200
+// with 16 cores labs 01-07 took 93 s with 4, 88 s with 7, 124 s with one: more labs at once gain little past 6, the
+// untimed work being bound by the GPU's time slices.
 int default_lab_jobs(double gpu_memory_gib, int cpus_per_worker, std::size_t labs);
 
 // The order in which to start labs so that the last to finish ends soon after the others: the longest first

@@ -98,17 +98,18 @@ TEST_CASE("for_each_concurrently runs every index once, side by side, and passes
   CHECK(order == std::vector<std::size_t>{0, 1, 2, 3});
 }
 
-TEST_CASE("labs at a time: one per 16 GiB of GPU memory and per 4 CPUs, at most the labs, 1 without a GPU",
+TEST_CASE("labs at a time: one per 12 GiB of GPU memory and per 2.5 CPUs, at most the labs, 1 without a GPU",
           "[labpool]") {
-  CHECK(default_lab_jobs(79.1, 16, 7) == 4);    // an H100 80GB on 16 cores
-  CHECK(default_lab_jobs(139.8, 16, 7) == 4);   // an H200 on 16 cores: bound by the CPUs
-  CHECK(default_lab_jobs(139.8, 64, 9) == 8);   // ... on 64 cores: by its memory
+  CHECK(default_lab_jobs(79.1, 16, 9) == 6);    // an H100 80GB on 16 cores
+  CHECK(default_lab_jobs(139.8, 16, 9) == 6);   // an H200 on 16 cores: bound by the CPUs
+  CHECK(default_lab_jobs(139.8, 64, 20) == 11); // ... on 64 cores: by its memory
   CHECK(default_lab_jobs(139.8, 64, 3) == 3);   // ... at most the labs
   CHECK(default_lab_jobs(23.6, 32, 7) == 1);    // a 24 GB card: one at a time, as before
   CHECK(default_lab_jobs(7.6, 8, 7) == 1);      // a student's laptop GPU
   CHECK(default_lab_jobs(0, 2, 7) == 1);        // no GPU (CI)
   CHECK(default_lab_jobs(79.1, 2, 7) == 1);     // two cores
-  CHECK(default_lab_jobs(79.1, 8, 7) == 2);
+  CHECK(default_lab_jobs(79.1, 8, 7) == 3);
+  CHECK(default_lab_jobs(31.7, 64, 9) == 2);    // a 32 GB card
   CHECK(default_lab_jobs(79.1, 16, 0) == 1);
 }
 
