@@ -83,8 +83,8 @@ struct EngineArray {
     LABKIT_CUDA(cudaMalloc(&dev, std::max<std::size_t>(1, host.size()) * sizeof(float)));
     LABKIT_CUDA(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
     // A pageable cudaMemcpy may return before its DMA lands, and the steps work on e.stream and streams of their
-    // own, all non-blocking: without this wait the reference's step 3 read a C not yet uploaded (one H100, four
-    // ranks, 1 x 4 grid: 512 of 1024 elements wrong, once in five runs).
+    // own, all non-blocking: without this wait the reference's step 3 once computed from inputs not all uploaded yet
+    // (one H100, four ranks, a 1 x 4 grid: 512 of 1024 elements of C wrong, in one run of five).
     LABKIT_CUDA(cudaStreamSynchronize(0));
   }
   ~EngineArray() {
