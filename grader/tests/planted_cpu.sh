@@ -22,13 +22,7 @@ for d in "$repo"/grader/fixtures/planted/lab09_*/; do only+=(--only "planted-$(b
 [ -f "$build/grading/lab09.json" ] || { echo "SKIP: lab 09 is not in this build (no MPI?)"; exit 77; }
 "$labgrade" --repo "$repo" fixtures materialise "$tmp/lab09" --solution-copies 1 "${only[@]}"
 
-# As slurm_split_merge.sh: where bubblewrap cannot run, grade with --sandbox none, as an instructor there would.
-sandbox=()
-if ! bwrap --ro-bind / / --unshare-pid --unshare-net --die-with-parent --new-session --proc /proc --dev /dev \
-    --tmpfs /tmp true >/dev/null 2>&1; then
-  sandbox=(--sandbox none)
-  echo "== bubblewrap cannot run here: graded with --sandbox none"
-fi
+source "$here/sandbox_fallback.sh"   # sandbox=(--sandbox none) where bubblewrap cannot run
 echo "== labgrade batch --lab 09: $(ls "$tmp/lab09" | tr '\n' ' ')"
 rc=0
 "$labgrade" --repo "$repo" batch "$tmp/lab09" --out "$tmp/out" --build-dir "$build" --lab 09 "${sandbox[@]}" \

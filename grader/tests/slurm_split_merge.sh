@@ -32,15 +32,7 @@ done
 mkdir -p "$subs/erin" "$subs/.hidden-folder"   # erin: nothing submitted; dot folders are not students
 echo "== $lab, students: $(ls "$subs" | tr '\n' ' ')"
 
-# Where bubblewrap is missing or cannot create namespaces (a chroot, a container without user namespaces), `labgrade
-# batch` refuses to grade unless told --sandbox none: ask for that fallback, as an instructor there would have to.
-# (The same probe as labgrade's own bwrap_works in grader/src/sandbox.cpp.)
-sandbox=()
-if ! bwrap --ro-bind / / --unshare-pid --unshare-net --die-with-parent --new-session --proc /proc --dev /dev \
-    --tmpfs /tmp true >/dev/null 2>&1; then
-  sandbox=(--sandbox none)
-  echo "== bubblewrap cannot run here: the parts are graded with --sandbox none"
-fi
+source "$here/sandbox_fallback.sh"   # sandbox=(--sandbox none) where bubblewrap cannot run
 for k in 0 1; do
   echo "== part $k of 2"
   rc=0
