@@ -171,14 +171,16 @@ std::string enable_launch_callbacks(uint32_t on) {
 bool Recorder::active() { return g_active.load(); }
 
 Recorder::Recorder(Attribution attribution) {
+  // The gate's fills and copies before the scope have finished before the step is called, whether or not CUPTI can
+  // record here: a step on a non-blocking stream of its own is not ordered after them (and a kernel still running
+  // from before the scope must not be counted in it). A failure of this wait is left for the next checked call.
+  if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
   if (g_active.exchange(true)) {
     reason_ = "another launch recorder is already running";
     return;
   }
   reason_ = setup();
   if (reason_.empty()) {
-    // Kernels still running from before the scope (the gate's poison fills) must not be counted in it.
-    cudaDeviceSynchronize();
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     {
       std::lock_guard<std::mutex> lock(g_mutex);

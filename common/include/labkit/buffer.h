@@ -52,8 +52,12 @@ class DeviceBuffer {
     download(host.data(), size_);
     return host;
   }
+  // Returns with the bytes set, for the same reason as upload: cudaMemset of device memory may return before the
+  // device has done it.
   void fill_bytes(unsigned char byte) {
-    if (size_) LABKIT_CUDA(cudaMemset(ptr_, byte, bytes()));
+    if (!size_) return;
+    LABKIT_CUDA(cudaMemset(ptr_, byte, bytes()));
+    LABKIT_CUDA(cudaStreamSynchronize(0));
   }
 
  private:

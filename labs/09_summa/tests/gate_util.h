@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "labkit/buffer.h"
 #include "labkit/gate.h"
 #include "labkit/not_implemented.h"
 #include "summa.h"
@@ -77,24 +78,21 @@ void collective_call(const lab09::Grid& g, const std::string& context, F&& step)
 struct EngineArray {
   lab09::Engine& e;
   std::vector<float>& host;
-  float* dev = nullptr;
+  // At least one element, so that a process with an empty local block still passes the step a valid pointer.
+  // DeviceBuffer::upload returns once the copy has landed: the steps work on e.stream and streams of their own, all
+  // non-blocking, and the reference's step 3 once computed from inputs not all uploaded yet (one H100, four ranks,
+  // a 1 x 4 grid: 512 of 1024 elements of C wrong, in one run of five).
+  labkit::DeviceBuffer<float> dev;
   EngineArray(lab09::Engine& eng, std::vector<float>& h) : e(eng), host(h) {
     if (!e.gpu) return;
-    LABKIT_CUDA(cudaMalloc(&dev, std::max<std::size_t>(1, host.size()) * sizeof(float)));
-    LABKIT_CUDA(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-    // A pageable cudaMemcpy may return before its DMA lands, and the steps work on e.stream and streams of their
-    // own, all non-blocking: without this wait the reference's step 3 once computed from inputs not all uploaded yet
-    // (one H100, four ranks, a 1 x 4 grid: 512 of 1024 elements of C wrong, in one run of five).
-    LABKIT_CUDA(cudaStreamSynchronize(0));
+    dev = labkit::DeviceBuffer<float>(std::max<std::size_t>(1, host.size()));
+    dev.upload(host);
   }
-  ~EngineArray() {
-    if (dev) cudaFree(dev);
-  }
-  float* ptr() { return e.gpu ? dev : host.data(); }
+  float* ptr() { return e.gpu ? dev.data() : host.data(); }
   std::vector<float> read() const {
     if (!e.gpu) return host;
     std::vector<float> h(host.size());
-    LABKIT_CUDA(cudaMemcpy(h.data(), dev, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    dev.download(h.data(), h.size());
     return h;
   }
 };
