@@ -17,6 +17,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -188,6 +189,31 @@ void check_converges(Scheme s, const lab08::Team& team, const labkit::Csr& A, co
                      std::to_string(truth));
 }
 
+// A tolerance double precision cannot reach on A: the updated residual meets it long before b - A x does. Any status
+// is right but a "converged" that the true residual denies (labkit::cg_ref ends in stagnation; lab 07's gate of the
+// same name says why a loop that trusts the updated residual does not).
+void check_unreachable(Scheme s, const lab08::Team& team, const labkit::Csr& A, const std::string& label) {
+  const std::string ctx = std::string(name(s)) + ", " + label + " (" + describe(A) + "), tolerance 1e-16, which " +
+                          "double precision cannot reach, " + team.describe();
+  const auto b = labkit::random_doubles(std::size_t(A.rows), labkit::gate::seed("b unreachable " + label));
+  const double tol = 1e-16;
+  auto solver = recorded(name(s), team, [&] { return make(s, team, A); });
+  lab08::CgOptions opt;
+  opt.rel_tol = tol;
+  opt.max_iter = 2000;
+  std::vector<double> x;
+  const auto res = recorded(name(s), team, [&] { return solver->solve(b, x, opt); });
+  if (x.size() != b.size() || !all_finite(x)) fail_at(ctx, "x has the wrong size or non-finite entries");
+  const double truth = rel_residual_ld(A, x, b);
+  if (res.converged() && !(truth <= 1.1 * tol + 1e-15)) {
+    std::ostringstream os;
+    os << "reports convergence, but ||b - A x|| / ||b|| = " << truth << " on the CPU: confirm the updated residual "
+       << "with the true one before reporting converged, and report stagnation when restarts stop improving it "
+       << "(lab 07's step 4); the solver said: " << res.message;
+    fail_at(ctx, os.str());
+  }
+}
+
 // Exactly k iterations (rel_tol = 0): x must be the CPU's k-th iterate, which checks every stale or missing halo
 // entry and every wrong scalar directly, not through convergence.
 void check_fixed_iterations(Scheme s, const lab08::Team& team, const labkit::Csr& A, int iters, int batch,
@@ -249,6 +275,7 @@ void check_solver(Scheme s, const std::vector<std::vector<int>>& teams) {
     if (!labkit::gate::sanitizer_small_shapes()) {
       check_converges(s, team, labkit::poisson2d(45, 38), "2D Poisson 45 x 38");
       check_converges(s, team, labkit::random_spd(2003, 9, labkit::gate::seed("spd")), "random SPD");
+      check_unreachable(s, team, labkit::poisson2d(100, 100), "2D Poisson 100 x 100");
     }
     check_fixed_iterations(s, team, labkit::poisson3d(11, 9, 7), 7, 16, "3D Poisson 11 x 9 x 7");
     // 37 = 2 * 16 + 5: step 4 must stop inside its third batch. The default checks' racecheck leaves it to memcheck:
