@@ -9,7 +9,19 @@ __global__ void spin_kernel(long long cycles) {
   while (clock64() - t0 < cycles) {
   }
 }
+__global__ void gather_scatter_kernel(const float* src, float* dst, const unsigned long long* at, float* out,
+                                      int count) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= count) return;
+  out[k] = src[at[k]];
+  dst[at[k]] = k + 0.5f;
+}
 }  // namespace
+
+void launch_gather_scatter(const float* src, float* dst, const unsigned long long* at, float* out, int count) {
+  gather_scatter_kernel<<<(count + 127) / 128, 128>>>(src, dst, at, out, count);
+  LABKIT_CHECK_LAUNCH();
+}
 
 void launch_spin(long long cycles) {
   spin_kernel<<<1, 32>>>(cycles);

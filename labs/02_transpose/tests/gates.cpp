@@ -2,12 +2,14 @@
 // the 32 and 64 tiles, rectangles both ways), fresh random inputs per run, guard bands around both arrays, the
 // output poisoned before every run, the input checked unmodified, and a second run compared bit for bit; and shapes
 // whose `in` or `out` pointer is not 16-byte aligned (rows of a multiple of 4 floats, where a float4 path without
-// an alignment check faults or moves the wrong floats).
+// an alignment check faults or moves the wrong floats); and 65553 x 65573, past 2^32 elements (check_huge).
 // Speed: every step against cudaMemcpy device-to-device in one process at 8192 x 8192 (256 MB per matrix, far
 // beyond the 50 MB L2), fresh inputs and a cold L2 per timed call, the outputs of a timed call
 // the gate's secret picks and of the last call verified.
 #include <catch2/catch_test_macros.hpp>
 #include <cmath>
+#include <cstring>
+#include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -17,6 +19,7 @@
 #include "labkit/gate.h"
 #include "labkit/launches.h"
 #include "labkit/guard.h"
+#include "labkit/huge.h"
 #include "labkit/random.h"
 #include "labkit/reference.h"
 #include "labkit/report.h"
@@ -196,7 +199,77 @@ bool race_checked(const Shape& s) {
   return (s.rows == 31 && s.cols == 33) || (s.rows == 64 && s.cols == 64) || (s.rows == 65 && s.cols == 129);
 }
 
+// A matrix past 2^32 elements (the contract: any rows, cols): an element index r * cols + c kept in an int wraps
+// past 2^31 elements, in an unsigned past 2^32. No 34 GB of memory: `in` and `out` are labkit::HugeDeviceArray
+// ranges, one 16 MiB chunk repeated and their last 2 MiB their own, so every element of `in` is known (the chunk's
+// or the tail's) and the last 2 MiB of `out` (its last 8 rows: elements past 2^32, and the bytes after the matrix)
+// are checked against it. Each element moves through the L2, some 10-20 ms a step. Not under a sanitizer.
+const Shape kHuge = {65553, 65573};  // 4,298,506,869 elements
+
+void check_huge(Step step) {
+  if (labkit::gate::under_sanitizer()) return;
+  const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(kHuge) + " (past 2^32 elements)";
+  if (const std::string why = labkit::HugeDeviceArray::unavailable(); !why.empty()) {
+    std::cout << "[lab02] " << ctx << " left out: " << why << "\n";
+    return;
+  }
+  const std::size_t n = std::size_t(kHuge.rows) * std::size_t(kHuge.cols);
+  labkit::HugeDeviceArray din(n * sizeof(float), 1 << 21), dout(n * sizeof(float), 1 << 21);
+  const std::size_t chunk = din.chunk_bytes() / sizeof(float), in_first = din.tail_offset() / sizeof(float);
+  const std::size_t out_first = dout.tail_offset() / sizeof(float), tail = dout.tail_bytes() / sizeof(float);
+  const auto in_chunk = labkit::random_floats(chunk, labkit::gate::seed("huge in chunk"));
+  const auto in_tail = labkit::random_floats(din.tail_bytes() / sizeof(float), labkit::gate::seed("huge in tail"));
+  auto bytes_of = [](const std::vector<float>& v) {
+    std::vector<unsigned char> b(v.size() * sizeof(float));
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  din.fill_chunk(bytes_of(in_chunk));
+  din.fill_tail(bytes_of(in_tail));
+  dout.fill_chunk(std::vector<unsigned char>(dout.chunk_bytes(), 0));
+  dout.fill_tail(bytes_of(std::vector<float>(tail, labkit::poison_value<float>())));
+  labkit::gate::own_kernels(kStepName[int(step)], [&] {
+    run(step, kHuge.rows, kHuge.cols, static_cast<const float*>(din.data()), static_cast<float*>(dout.data()));
+  });
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  const auto raw = dout.read_tail();
+  std::vector<float> got(tail);
+  std::memcpy(got.data(), raw.data(), raw.size());
+  auto in_at = [&](std::size_t i) { return i < in_first ? in_chunk[i % chunk] : in_tail[i - in_first]; };
+  std::size_t wrong = 0, unwritten = 0, first_wrong = tail;
+  for (std::size_t k = 0; k < tail; ++k) {
+    const std::size_t j = out_first + k;
+    if (j >= n) {  // after the matrix: nothing may be written there
+      if (!labkit::is_poison(got[k]) && first_wrong == tail) first_wrong = k;
+      wrong += !labkit::is_poison(got[k]);
+      continue;
+    }
+    // out(c, r) = in(r, c) for the transposes: out is cols x rows; the copy keeps the layout.
+    const std::size_t c = j / std::size_t(kHuge.rows), r = j % std::size_t(kHuge.rows);
+    const float expected = transposes(step) ? in_at(r * std::size_t(kHuge.cols) + c) : in_at(j);
+    if (std::memcmp(&got[k], &expected, sizeof(float)) != 0) {
+      if (first_wrong == tail) first_wrong = k;
+      ++wrong;
+      unwritten += labkit::is_poison(got[k]);
+    }
+  }
+  if (wrong) {
+    const std::size_t j = out_first + first_wrong;
+    std::ostringstream os;
+    os << ctx << ": " << wrong << " of the last " << tail << " floats of out (out[" << out_first
+       << "] on, past 2^32 elements) are wrong, " << unwritten << " of them never written; the first at out[" << j
+       << "]";
+    if (j >= n) os << ", after the end of the matrix (a store past the end)";
+    else
+      os << " (column " << j / std::size_t(kHuge.rows) << ", row " << j % std::size_t(kHuge.rows) << " of out)";
+    os << ". An element index such as r * cols + c computed in int wraps past 2^31 elements (in unsigned past "
+       << "2^32): compute it in size_t, e.g. std::size_t(r) * cols + c.\n  " << labkit::gate::reproduce_hint();
+    FAIL(os.str());
+  }
+}
+
 void check_step(Step step) {
+  check_huge(step);
   labkit::gate::SanitizerCap cap(kSanitizerCap, "elements", kRaceCap);
   for (const Shape& s : kShapes)
     if (!cap.skips(double(s.rows) * s.cols, str(s), race_checked(s))) check_shape(step, s);

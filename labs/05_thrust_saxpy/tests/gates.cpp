@@ -1,7 +1,7 @@
 // Lab 05 correctness gates: every saxpy over sizes 0 (also with null pointers), 1, 2, 3, odd and prime sizes,
-// misaligned pointers, 2^24+3, and an array seeded with +-Inf and NaN whose results must follow IEEE 754; fresh
-// random inputs per run, guard bands around every array, inputs checked unmodified, a repeat run compared bit for
-// bit; steps 5a and 5b's norm, step 6's interop and step 7's library calls. What the gate files share is in
+// misaligned pointers, 2^24+3, 2^32+4099 (check_huge), and an array seeded with +-Inf and NaN whose results must
+// follow IEEE 754; fresh random inputs per run, guard bands around every array, inputs checked unmodified, a repeat
+// run compared bit for bit; steps 5a and 5b's norm, step 6's interop and step 7's library calls. What the gate files share is in
 // gate_util.h; the speed gates are in gates_speed.cpp.
 #include <catch2/catch_test_macros.hpp>
 
@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <iostream>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -19,6 +21,7 @@
 #include "gate_util.h"
 #include "labkit/gate.h"
 #include "labkit/guard.h"
+#include "labkit/huge.h"
 #include "labkit/launches.h"
 #include "labkit/random.h"
 #include "labkit/ref_saxpy.h"
@@ -56,8 +59,65 @@ void check_empty(Saxpy step) {
   check_untouched(c, c.y_full(), std::string(kStepName[int(step)]) + ", n=0");
 }
 
+// n past 2^32 (the contract's size_t n; README: "n may exceed 2^31"): an index or count kept in 32 bits wraps
+// there (an `int` grid-stride index, cuBLAS's int n passed unsplit), so the last elements are never written or a
+// store lands before y. No 17 GB of memory: x and y are labkit::HugeDeviceArray ranges whose first 16 GiB repeat
+// one 16 MiB chunk and whose last 2 MiB (from element 2^32 on: the last 4099 elements of y and what follows them)
+// have memory of their own; only that tail is checked. About 50 GB of traffic through the L2, some 10 ms. Not under
+// a sanitizer (2^32 elements).
+constexpr std::size_t kHuge = (std::size_t(1) << 32) + 4099;
+
+void check_huge(Saxpy step) {
+  if (labkit::gate::under_sanitizer()) return;
+  const std::string ctx = std::string(kStepName[int(step)]) + ", n=" + std::to_string(kHuge) + " (past 2^32)";
+  if (const std::string why = labkit::HugeDeviceArray::unavailable(); !why.empty()) {
+    std::cout << "[lab05] " << ctx << " left out: " << why << "\n";
+    return;
+  }
+  labkit::HugeDeviceArray x(kHuge * sizeof(float), 1 << 21), y(kHuge * sizeof(float), 1 << 21);
+  const std::size_t chunk = x.chunk_bytes() / sizeof(float), first = x.tail_offset() / sizeof(float);
+  const std::size_t tail = x.tail_bytes() / sizeof(float);  // elements from `first` on: up to n, then past it
+  auto bytes_of = [](const std::vector<float>& v) {
+    std::vector<unsigned char> b(v.size() * sizeof(float));
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  const auto x_tail = host_random(tail, labkit::gate::seed("huge x tail"));
+  const auto y_tail = host_random(tail, labkit::gate::seed("huge y tail"));
+  x.fill_chunk(bytes_of(host_random(chunk, labkit::gate::seed("huge x chunk"))));
+  y.fill_chunk(bytes_of(host_random(chunk, labkit::gate::seed("huge y chunk"))));
+  x.fill_tail(bytes_of(x_tail));
+  y.fill_tail(bytes_of(y_tail));
+  const float a = random_alpha("a huge");
+  run_checked(step, kHuge, a, static_cast<const float*>(x.data()), static_cast<float*>(y.data()));
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  std::vector<float> got(tail);
+  const auto raw = y.read_tail();
+  std::memcpy(got.data(), raw.data(), raw.size());
+  const auto x_back = x.read_tail();
+  labkit::gate::require(labkit::check_unmodified(std::vector<float>(reinterpret_cast<const float*>(x_back.data()),
+                                                                    reinterpret_cast<const float*>(x_back.data()) +
+                                                                        tail),
+                                                 x_tail, "x (its last elements)"),
+                        ctx);
+  const std::size_t in_range = kHuge - first;  // tail elements below n
+  const std::vector<float> mine(got.begin(), got.begin() + in_range);
+  const labkit::Verdict v = check_saxpy(mine, a, std::vector<float>(x_tail.begin(), x_tail.begin() + in_range),
+                                        std::vector<float>(y_tail.begin(), y_tail.begin() + in_range));
+  if (!v.ok)
+    FAIL(ctx << ": the last " << in_range << " elements of y (y[" << first << "] on, past 2^32) are wrong; an index, "
+             << "size or count kept in 32 bits wraps before them (size_t n: use size_t for i and the stride; "
+             << "cuBLAS takes an int n: split larger n into chunks). Indices below are relative to y[" << first
+             << "].\n  " << v.message);
+  labkit::gate::require(labkit::check_unmodified(std::vector<float>(got.begin() + in_range, got.end()),
+                                                 std::vector<float>(y_tail.begin() + in_range, y_tail.end()),
+                                                 "the memory after y[n-1] (written past the end of y)"),
+                        ctx);
+}
+
 void check_saxpy_step(Saxpy step) {
   check_empty(step);
+  check_huge(step);
   labkit::gate::SanitizerCap cap(kSanitizerCap, "elements");
   for (std::size_t n : {std::size_t(1), std::size_t(2), std::size_t(3), std::size_t(5), std::size_t(31),
                         std::size_t(33), std::size_t(1000), std::size_t(4099), std::size_t(65537),
@@ -101,7 +161,38 @@ void check_norm_case(NormFn fn, const char* name, SaxpyCase& c) {
   labkit::gate::require(check_norm(again, expected, "||y||_2 in a second run"), ctx);
 }
 
-// The correctness cases of either version: n = 0 (also with null pointers), small and odd sizes, a NaN, an Inf.
+// Every x and y times 2^exponent (exact in float, so the host reference scales exactly): a square taken in float
+// overflows to Inf above about 1.8e19 and vanishes below about 1e-23, where the double norm is finite and nonzero.
+void check_norm_scaled(NormFn fn, const char* name, int exponent) {
+  const std::size_t n = 1001;
+  const std::string label = "n=1001, x and y times 2^" + std::to_string(exponent);
+  const std::string ctx = std::string(name) + ", " + label;
+  std::vector<float> x = host_random(n, labkit::gate::seed("x " + label));
+  std::vector<float> y0 = host_random(n, labkit::gate::seed("y " + label));
+  for (float& v : x) v = std::ldexp(v, exponent);
+  for (float& v : y0) v = std::ldexp(v, exponent);
+  const float a = random_alpha("a " + label);
+  labkit::GuardedBuffer<float> dx(n, "x"), dy(n, "y");
+  dx.upload(x);
+  dy.upload(y0);
+  double norm = 0;
+  labkit::gate::own_kernels(ctx, [&] { norm = fn(n, a, dx.data(), dy.data()); });
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  for (const auto* buf : {&dx, &dy}) {
+    auto g = buf->check_guards();
+    if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+  }
+  labkit::gate::require(check_saxpy(dy.download(), a, x, y0), ctx);
+  const double expected = labkit::norm2_ref(labkit::saxpy_ref(a, x, y0));
+  labkit::gate::require(check_norm(norm, expected,
+                                   "||y||_2 of values near 2^" + std::to_string(exponent) +
+                                       " (square each v as a double: a float square " +
+                                       (exponent > 0 ? "overflows to Inf" : "vanishes") + " here)"),
+                        ctx);
+}
+
+// The correctness cases of either version: n = 0 (also with null pointers), small and odd sizes, a NaN, an Inf,
+// values whose float squares overflow or vanish.
 void check_norm_step(NormFn fn, const char* name) {
   {
     SaxpyCase c(0, false);
@@ -131,6 +222,8 @@ void check_norm_step(NormFn fn, const char* name) {
                                      "||y||_2 with one -Inf in y"),
                           std::string(name) + ", n=1001");
   }
+  check_norm_scaled(fn, name, 70);
+  check_norm_scaled(fn, name, -80);
 }
 
 // ---------------------------------------------------------------------------------------------------------

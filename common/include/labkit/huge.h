@@ -1,0 +1,58 @@
+// Arrays past 2^31 elements without the memory they would take. Index arithmetic in 32 bits (`int i = blockIdx.x *
+// blockDim.x + threadIdx.x`, `r * cols + c` in int, cuBLAS's int count) breaks only past 2^31 elements, and a float
+// array that long is 8 GiB: too much for a correctness gate beside other labs on one GPU. A HugeDeviceArray is a
+// virtual address range of any length whose pages all map one small chunk of device memory, over and over, except
+// the last ones, which have memory of their own (the tail). Every address of the range can be read and written, and
+// a kernel runs over it at cache speed; the elements whose values mean something are those of the tail.
+//
+//   element i (bytes i*sizeof(T)): chunk[i mod chunk elements] below tail_offset(), its own memory from there on.
+//
+// A gate fills the chunk and the tail with known values (fill_chunk, fill_tail): then every element's value is
+// known to the host without a copy of the range. Writes below the tail land in the shared chunk (many elements,
+// one location, in any order), so a gate checks what a step wrote only in the tail, and a step whose index wraps
+// at 2^31 either misses the tail or leaves the range (an illegal address).
+//
+// The driver's virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap) is reached through the
+// runtime's driver entry points, so the gate binaries need no link to libcuda and still run their CPU gates on a
+// machine without a driver.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace labkit {
+
+class HugeDeviceArray {
+ public:
+  // A range of at least `bytes`, whose last `tail_bytes` (at least) have memory of their own; the rest maps a chunk
+  // of `chunk_bytes`. All three are rounded up to the allocation granularity (2 MiB on current GPUs), and the range
+  // so that the tail ends it. Throws std::runtime_error with the driver's reason when the mapping fails.
+  HugeDeviceArray(std::size_t bytes, std::size_t tail_bytes, std::size_t chunk_bytes = std::size_t(16) << 20);
+  ~HugeDeviceArray();
+  HugeDeviceArray(const HugeDeviceArray&) = delete;
+  HugeDeviceArray& operator=(const HugeDeviceArray&) = delete;
+
+  void* data() const { return reinterpret_cast<void*>(base_); }
+  std::size_t bytes() const { return bytes_; }
+  std::size_t chunk_bytes() const { return chunk_bytes_; }
+  std::size_t tail_offset() const { return bytes_ - tail_bytes_; }
+  std::size_t tail_bytes() const { return tail_bytes_; }
+
+  // Copies `host` (chunk_bytes() of it) into the chunk, or into the tail (tail_bytes()); both wait for the copy.
+  void fill_chunk(const std::vector<unsigned char>& host);
+  void fill_tail(const std::vector<unsigned char>& host);
+  std::vector<unsigned char> read_tail() const;
+
+  // "" when the current device can map such a range; otherwise why not (a gate leaves its huge case out then, and
+  // says so).
+  static std::string unavailable();
+
+ private:
+  void release() noexcept;
+  unsigned long long base_ = 0;
+  std::size_t bytes_ = 0, chunk_bytes_ = 0, tail_bytes_ = 0;
+  unsigned long long chunk_handle_ = 0, tail_handle_ = 0;
+  std::size_t mapped_ = 0;  // bytes mapped from base_ on, for the destructor
+};
+
+}  // namespace labkit

@@ -1,0 +1,58 @@
+// labkit::HugeDeviceArray (huge.h): a range past 2^32 floats over one repeated chunk and a tail of its own.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "labkit/buffer.h"
+#include "labkit/device.h"
+#include "labkit/huge.h"
+#include "test_kernels.h"
+
+namespace {
+std::vector<unsigned char> counting_floats(std::size_t bytes, float first) {
+  std::vector<float> v(bytes / sizeof(float));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = first + float(i % 1000003);
+  std::vector<unsigned char> b(bytes);
+  std::memcpy(b.data(), v.data(), bytes);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("a huge device array reads its chunk again and again, and its tail once", "[gpu][huge]") {
+  if (!labkit::has_device()) SKIP(labkit::no_device_reason());
+  if (const auto why = labkit::HugeDeviceArray::unavailable(); !why.empty()) FAIL(why);
+  const std::size_t n = (std::size_t(1) << 32) + 4099;  // floats: a 16 GiB range
+  labkit::HugeDeviceArray src(n * 4, 1 << 21), dst(n * 4, 1 << 21);
+  REQUIRE(src.bytes() >= n * 4);
+  REQUIRE(src.tail_offset() + src.tail_bytes() == src.bytes());
+  REQUIRE(src.tail_offset() % src.chunk_bytes() == 0);
+  const std::size_t chunk = src.chunk_bytes() / 4, first = src.tail_offset() / 4;
+  const auto chunk_bytes = counting_floats(src.chunk_bytes(), 0.f), tail_bytes = counting_floats(src.tail_bytes(), 1e6f);
+  src.fill_chunk(chunk_bytes);
+  src.fill_tail(tail_bytes);
+  dst.fill_chunk(std::vector<unsigned char>(dst.chunk_bytes(), 0));
+  dst.fill_tail(std::vector<unsigned char>(dst.tail_bytes(), 0));
+  // Indices across the whole range: the start, both sides of 2^31 and 2^32, the chunk's seams, the tail, n - 1.
+  const std::vector<unsigned long long> at = {0,          1,          chunk - 1,     chunk,     (1ull << 31) - 1,
+                                              1ull << 31, first - 1,  first,         n - 2,     n - 1,
+                                              first + 17, 3 * chunk + 5};
+  labkit::DeviceBuffer<unsigned long long> d_at(at);
+  labkit::DeviceBuffer<float> out(at.size());
+  labkit_test::launch_gather_scatter(static_cast<const float*>(src.data()), static_cast<float*>(dst.data()),
+                                     d_at.data(), out.data(), int(at.size()));
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  const auto got = out.download();
+  for (std::size_t k = 0; k < at.size(); ++k) {
+    INFO("element " << at[k]);
+    const float expected = at[k] < first ? float((at[k] % chunk) % 1000003) : 1e6f + float((at[k] - first) % 1000003);
+    CHECK(got[k] == expected);
+  }
+  // What the kernel stored in the tail is there, once each; below the tail it went to the shared chunk.
+  const auto back = dst.read_tail();
+  std::vector<float> tail(back.size() / 4);
+  std::memcpy(tail.data(), back.data(), back.size());
+  for (std::size_t k = 0; k < at.size(); ++k)
+    if (at[k] >= first) CHECK(tail[at[k] - first] == float(k) + 0.5f);
+  CHECK(tail[1] == 0.f);  // no index wrote it
+}
