@@ -107,6 +107,9 @@ HugeDeviceArray::HugeDeviceArray(std::size_t bytes, std::size_t tail_bytes, std:
   tail_bytes_ = round_up(tail_bytes ? tail_bytes : gran, gran);
   bytes_ = round_up(bytes, gran);
   if (bytes_ < tail_bytes_) bytes_ = tail_bytes_;
+  // The driver maps a handle whole (a prefix of one is CUDA_ERROR_NOT_SUPPORTED, seen on an H200): the body is a
+  // whole number of chunks, and the tail takes what is left over.
+  tail_bytes_ = bytes_ - (bytes_ - tail_bytes_) / chunk_bytes_ * chunk_bytes_;
   try {
     check(d.reserve(&base_, bytes_, gran, 0, 0), "cuMemAddressReserve", bytes_);
     check(d.create(&chunk_handle_, chunk_bytes_, &prop, 0), "cuMemCreate (chunk)", bytes_);
@@ -114,14 +117,12 @@ HugeDeviceArray::HugeDeviceArray(std::size_t bytes, std::size_t tail_bytes, std:
     CUmemAccessDesc access{};
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    // The chunk again and again up to the tail (the last mapping may take only a prefix of it), then the tail. Each
-    // mapping is made readable and writable on its own.
+    // The chunk again and again up to the tail, then the tail; each mapping made readable and writable on its own.
     const std::size_t body = tail_offset();
     for (std::size_t off = 0; off < body; off += chunk_bytes_) {
-      const std::size_t size = body - off < chunk_bytes_ ? body - off : chunk_bytes_;
-      check(d.map(base_ + off, size, 0, chunk_handle_, 0), "cuMemMap (chunk)", bytes_);
-      mapped_ = off + size;
-      check(d.set_access(base_ + off, size, &access, 1), "cuMemSetAccess (chunk)", bytes_);
+      check(d.map(base_ + off, chunk_bytes_, 0, chunk_handle_, 0), "cuMemMap (chunk)", bytes_);
+      mapped_ = off + chunk_bytes_;
+      check(d.set_access(base_ + off, chunk_bytes_, &access, 1), "cuMemSetAccess (chunk)", bytes_);
     }
     check(d.map(base_ + body, tail_bytes_, 0, tail_handle_, 0), "cuMemMap (tail)", bytes_);
     mapped_ = bytes_;

@@ -25,8 +25,9 @@ namespace labkit {
 class HugeDeviceArray {
  public:
   // A range of at least `bytes`, whose last `tail_bytes` (at least) have memory of their own; the rest maps a chunk
-  // of `chunk_bytes`. All three are rounded up to the allocation granularity (2 MiB on current GPUs), and the range
-  // so that the tail ends it. Throws std::runtime_error with the driver's reason when the mapping fails.
+  // of `chunk_bytes` a whole number of times. All three are rounded up to the allocation granularity (2 MiB on
+  // current GPUs), and the tail grows by what is left after the whole chunks (up to one chunk more). Throws
+  // std::runtime_error with the driver's reason when the mapping fails.
   HugeDeviceArray(std::size_t bytes, std::size_t tail_bytes, std::size_t chunk_bytes = std::size_t(16) << 20);
   ~HugeDeviceArray();
   HugeDeviceArray(const HugeDeviceArray&) = delete;

@@ -201,9 +201,9 @@ bool race_checked(const Shape& s) {
 
 // A matrix past 2^32 elements (the contract: any rows, cols): an element index r * cols + c kept in an int wraps
 // past 2^31 elements, in an unsigned past 2^32. No 34 GB of memory: `in` and `out` are labkit::HugeDeviceArray
-// ranges, one 16 MiB chunk repeated and their last 2 MiB their own, so every element of `in` is known (the chunk's
-// or the tail's) and the last 2 MiB of `out` (its last 8 rows: elements past 2^32, and the bytes after the matrix)
-// are checked against it. Each element moves through the L2, some 10-20 ms a step. Not under a sanitizer.
+// ranges, one 16 MiB chunk repeated 1024 times (16 GiB) and the rest, from element 2^32 on, memory of their own, so
+// every element of `in` is known (the chunk's or the tail's) and `out` from element 2^32 on (its last 54 rows, and
+// the bytes after the matrix) is checked against it. Each element moves through the L2, some 10-20 ms a step. Not under a sanitizer.
 const Shape kHuge = {65553, 65573};  // 4,298,506,869 elements
 
 void check_huge(Step step) {
