@@ -23,6 +23,7 @@
 #include "objcheck.h"
 #include "progress.h"
 #include "sandbox.h"
+#include "stepbuild.h"
 
 namespace labgrade::detail {
 
@@ -241,7 +242,19 @@ void Batch::prepare_object_checks() {
       for (const auto& f : c_libraries[r.link.front()]) shared[i].push_back(f);
     all.insert(all.end(), shared[i].begin(), shared[i].end());
   }
-  const auto exports = exported_symbols_each(all, nm_, std::max(1u, std::thread::hardware_concurrency()));
+  const int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const auto exports = exported_symbols_each(all, nm_, jobs);
+  // What each gate binary's own objects and static libraries define: linked before the student's objects
+  // (stepbuild's link_argv), their copies of a template instance are the process's. The libraries once for all labs.
+  std::vector<std::vector<std::string>> gate_side(labs_.size());
+  std::vector<std::string> all_gate_side;
+  for (std::size_t i = 0; i < labs_.size(); ++i) {
+    gate_side[i] = labs_[i].recipe.gate_objects;
+    for (const auto& f : labs_[i].recipe.link_libraries)
+      if (is_static_library(f)) gate_side[i].push_back(f);
+    all_gate_side.insert(all_gate_side.end(), gate_side[i].begin(), gate_side[i].end());
+  }
+  const auto gate_defines = defined_symbols_each(all_gate_side, nm_, jobs);
   for (std::size_t i = 0; i < labs_.size(); ++i) {
     auto& l = labs_[i];
     l.objects.lab_namespace = "lab" + l.recipe.lab;
@@ -249,6 +262,11 @@ void Batch::prepare_object_checks() {
       const auto& names = exports.at(f);
       l.objects.shared_exports.insert(names.begin(), names.end());
     }
+    for (const auto& f : gate_side[i]) {
+      const auto& names = gate_defines.at(f);
+      l.objects.gate_defines.insert(names.begin(), names.end());
+    }
+    l.objects.gate_defines_known = true;
   }
 }
 

@@ -20,8 +20,12 @@ namespace {
 // One entry per thing a student object may define, or must not use, with the reason shown to the student.
 struct SymbolRule {
   enum Kind {
+    allow_use,         // an undefined reference to this C name that a forbid_use prefix would otherwise catch
     forbid_use,        // an undefined reference to this C name (exact, or a prefix ending in '*')
-    forbid_use_scope,  // an undefined reference to anything in this C++ scope ("labkit::report")
+    forbid_use_mangled,  // an undefined reference to a C++ name whose mangled form starts so (members of a
+                         // template's instance, which the scope reader does not follow past template arguments)
+    forbid_use_scope,  // an undefined reference to anything in this C++ scope ("labkit::report"), or a weak
+                       // definition there (a header-only class instantiated into the object is still its use)
     allow_generated,   // a definition the compilers generate (a prefix of the symbol or of its global-scope name)
     allow_weak_scope,  // a weak definition in this C++ scope: template instantiations and inline functions of
                        // headers the submission includes (a name the shared libraries export is still refused)
@@ -44,6 +48,10 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use, "dl_iterate_phdr", "walks the program's loaded objects to find the gates' code"},
     {SymbolRule::forbid_use, "__libc_dlopen_mode", "glibc's internal dlopen"},
     {SymbolRule::forbid_use, "__libc_dlsym", "glibc's internal dlsym"},
+    // The loader's own lists lead to every loaded library's symbol table: dlsym without dlsym.
+    {SymbolRule::forbid_use, "_r_debug", "the loader's list of loaded objects, to find functions by name"},
+    {SymbolRule::forbid_use, "_dl_*", "the loader's internals, to find functions by name"},
+    {SymbolRule::forbid_use, "getauxval", "the loader's view of the process (where the libraries and the vDSO are)"},
     {SymbolRule::forbid_use, "mprotect", "makes the gates' code or read-only data writable (to patch the verdict)"},
     {SymbolRule::forbid_use, "pkey_mprotect", "makes the gates' code or read-only data writable"},
     {SymbolRule::forbid_use, "ptrace", "inspects or changes a process from outside"},
@@ -70,6 +78,7 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use_scope, "std::thread::_M_start_thread",
      "starts a thread (std::thread, std::jthread, std::async), which runs on while the gates time their baselines"},
     {SymbolRule::forbid_use, "thrd_create", "starts a thread, which runs on while the gates time their baselines"},
+    {SymbolRule::forbid_use, "__clone*", "glibc's clone: starts a thread or process"},
     {SymbolRule::forbid_use, "aio_*", "asynchronous I/O: glibc runs it on threads of its own"},
     {SymbolRule::forbid_use, "mq_notify", "a message-queue notification can start a thread"},
     {SymbolRule::forbid_use, "getaddrinfo_a", "asynchronous name lookup: glibc runs it on threads of its own"},
@@ -84,9 +93,22 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use, "__sysv_signal", "a signal handler: code that interrupts the gates"},
     {SymbolRule::forbid_use, "sysv_signal", "a signal handler: code that interrupts the gates"},
     {SymbolRule::forbid_use, "sigset", "a signal handler: code that interrupts the gates"},
-    {SymbolRule::forbid_use, "cudaLaunchHostFunc", "a host callback that runs when the stream reaches it, "
-                                                   "after the step has returned"},
-    {SymbolRule::forbid_use, "cudaStreamAddCallback", "a host callback that runs after the step has returned"},
+    {SymbolRule::forbid_use, "ssignal", "glibc's other signal(): a signal handler"},
+    {SymbolRule::forbid_use, "sigvec", "a signal handler: code that interrupts the gates"},
+    // A lowered CPU-time limit is a timer too (SIGXCPU once a CPU second), and the gates' limits are the grader's.
+    {SymbolRule::forbid_use, "setrlimit*", "changes a resource limit (a low CPU-time limit signals the gates later)"},
+    {SymbolRule::forbid_use, "prlimit*", "changes a resource limit (a low CPU-time limit signals the gates later)"},
+    // The runtime's per-thread-stream twins (_ptsz, _ptds) are the same functions under other names.
+    {SymbolRule::forbid_use, "cudaLaunchHostFunc*", "a host callback that runs when the stream reaches it, "
+                                                    "after the step has returned"},
+    {SymbolRule::forbid_use, "cudaStreamAddCallback*", "a host callback that runs after the step has returned"},
+    {SymbolRule::forbid_use, "cudaGraphAddHostNode*", "a graph node that runs host code when the graph reaches it"},
+    {SymbolRule::forbid_use, "cudaGraphHostNodeSetParams*", "a graph node that runs host code"},
+    {SymbolRule::forbid_use, "cudaGraphExecHostNodeSetParams*", "a graph node that runs host code"},
+    {SymbolRule::forbid_use, "cudaGraphAddNode*", "adds a graph node of any kind, a host node too"},
+    {SymbolRule::forbid_use, "cudaGraphNodeSetParams*", "sets a graph node's parameters, a host node's too"},
+    {SymbolRule::forbid_use, "cudaGraphExecNodeSetParams*", "sets a graph node's parameters, a host node's too"},
+    {SymbolRule::forbid_use, "cudaUserObjectCreate*", "host code that runs when a graph releases the object"},
     {SymbolRule::forbid_use, "cuLaunchHostFunc", "a host callback that runs after the step has returned"},
     {SymbolRule::forbid_use, "cuStreamAddCallback", "a host callback that runs after the step has returned"},
     // The CPU time and placement the gates' own thread gets: a step that lowers its priority or pins it to a busy
@@ -106,8 +128,16 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use, "cudaDeviceSetCacheConfig",
      "changes the L1/shared split of every kernel, the baselines' too (use cudaFuncSetCacheConfig for yours)"},
     {SymbolRule::forbid_use, "cudaDeviceSetSharedMemConfig", "changes a device-wide setting the baselines share"},
-    {SymbolRule::forbid_use, "cudaStreamSetAttribute",
+    {SymbolRule::forbid_use, "cudaStreamSetAttribute*",
      "sets an L2 access-policy window or priority on a stream (the default stream is the baselines' too)"},
+    {SymbolRule::forbid_use, "cudaStreamCopyAttributes*",
+     "copies a stream's attributes (an L2 window, a priority) onto another, the default stream too"},
+    {SymbolRule::forbid_use, "cudaInitDevice", "sets the device flags that every later CUDA call waits by"},
+    {SymbolRule::forbid_use, "cudaDeviceSetMemPool", "changes the device's memory pool, which the gates share"},
+    {SymbolRule::forbid_use, "cudaMemPoolSetAttribute", "changes a memory pool that the gates may share"},
+    {SymbolRule::forbid_use, "cudaMemPoolTrimTo", "changes a memory pool that the gates may share"},
+    {SymbolRule::forbid_use, "cudaDeviceSetGraphMemAttribute", "changes the device's graph memory, which is shared"},
+    {SymbolRule::forbid_use, "cudaDeviceGraphMemTrim", "changes the device's graph memory, which is shared"},
     {SymbolRule::forbid_use, "cudaCtxResetPersistingL2Cache", "changes what the whole device keeps in L2"},
     {SymbolRule::forbid_use, "cudaDeviceReset", "destroys the gates' device memory and handles"},
     // What the gates read from the environment (LABKIT_SANITIZER, the seed, the result channel).
@@ -157,6 +187,11 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use, "__libc_fcntl64", "glibc's fcntl: changes or copies a raw descriptor"},
     {SymbolRule::forbid_use, "pidfd_getfd", "copies another process's descriptor"},
     {SymbolRule::forbid_use_scope, "__gnu_cxx::stdio_filebuf", "a C++ stream on a raw descriptor"},
+    {SymbolRule::forbid_use_scope, "__gnu_cxx::stdio_sync_filebuf", "a C++ stream on a C FILE's descriptor"},
+    {SymbolRule::forbid_use_mangled, "_ZNSt12__basic_fileIcE8sys_open",
+     "libstdc++'s file on a raw descriptor or a C FILE (what stdio_filebuf opens)"},
+    {SymbolRule::forbid_use_mangled, "_ZNSt12__basic_fileIwE8sys_open",
+     "libstdc++'s file on a raw descriptor or a C FILE (what stdio_filebuf opens)"},
     // The run's key waits in the channel until labkit reads it (labkit/channel_auth.h). read() takes it away,
     // which leaves every line of the run unsigned; recv() with MSG_PEEK would copy it and leave it there.
     {SymbolRule::forbid_use, "recv*", "receives from a socket (MSG_PEEK would copy the result channel's key)"},
@@ -164,13 +199,16 @@ const SymbolRule kSymbolRules[] = {
     // Other processes: a second process escapes the gate's time limits and could outlive it.
     {SymbolRule::forbid_use, "fork", "starts another process"},
     {SymbolRule::forbid_use, "vfork", "starts another process"},
-    {SymbolRule::forbid_use, "clone", "starts another process or thread outside the C++ library"},
-    {SymbolRule::forbid_use, "clone3", "starts another process or thread outside the C++ library"},
+    {SymbolRule::forbid_use, "clone*", "starts another process or thread outside the C++ library"},
     {SymbolRule::forbid_use, "exec*", "replaces the gate binary by another program"},
     {SymbolRule::forbid_use, "fexecve", "replaces the gate binary by another program"},
     {SymbolRule::forbid_use, "posix_spawn*", "starts another program"},
     {SymbolRule::forbid_use, "system", "starts another program"},
     {SymbolRule::forbid_use, "popen", "starts another program"},
+    // glibc's private names of what this table refuses under the public ones (__libc_fork, __libc_system,
+    // __libc_sigaction...). The references use one: __libc_single_threaded, a flag libstdc++'s inline code reads.
+    {SymbolRule::allow_use, "__libc_single_threaded", "read by libstdc++'s inline reference counting"},
+    {SymbolRule::forbid_use, "__libc_*", "glibc's internal twin of a function this check refuses"},
     // The CUDA layers below the runtime: a way around the gates' checks of what ran and how long it took.
     {SymbolRule::forbid_use, "cupti*", "CUPTI: the gates' own view of the kernels that ran and their times"},
     {SymbolRule::forbid_use, "cuGetProcAddress*", "looks up CUDA driver functions by name (to replace them)"},
@@ -423,8 +461,12 @@ std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, con
     const auto scope = scope_of(name, &global_scope, &templated);
     const std::string shown = demangle(name);
     if (!s.defined()) {
+      bool allowed_use = false;
+      for (const auto& r : kSymbolRules) allowed_use = allowed_use || (r.kind == SymbolRule::allow_use && r.pattern == name);
+      if (allowed_use) continue;
       for (const auto& r : kSymbolRules) {
         bool hit = (r.kind == SymbolRule::forbid_use && scope.empty() && matches(r.pattern, name)) ||
+                   (r.kind == SymbolRule::forbid_use_mangled && starts_with(name, r.pattern)) ||
                    (r.kind == SymbolRule::forbid_use_scope && in_scope(scope, r.pattern));
         if (hit) {
           out.push_back({shown, std::string("uses `") + r.pattern + "`: " + r.reason});
@@ -442,6 +484,16 @@ std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, con
         ok = ok || (r.kind == SymbolRule::allow_weak_global_template && starts_with(scope.front(), r.pattern));
       if (ok) continue;
     }
+    // A header-only class that the table refuses to use (a stream on a raw descriptor) is instantiated into the
+    // object itself: its weak definitions are its use.
+    const SymbolRule* forbidden_scope = nullptr;
+    for (const auto& r : kSymbolRules)
+      if (r.kind == SymbolRule::forbid_use_scope && s.weak() && !global_scope && in_scope(scope, r.pattern))
+        forbidden_scope = &r;
+    if (forbidden_scope) {
+      out.push_back({shown, std::string("uses `") + forbidden_scope->pattern + "`: " + forbidden_scope->reason});
+      continue;
+    }
     if (s.weak() && !scope.empty() && !global_scope) {
       const SymbolRule* allowed = nullptr;
       for (const auto& r : kSymbolRules)
@@ -449,6 +501,17 @@ std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, con
       // A library function that is also instantiated from the headers (std::string's operator+) is accepted when
       // it is a template: its body comes from the same headers. A non-template function of the library is
       // defined in the library, so an object that defines it does so on purpose.
+      // A template instance that a shared library also exports (libstdc++'s explicit instantiations) is accepted
+      // only where the gates' own objects and static libraries define it too: they are linked first, so their copy
+      // is the process's. Otherwise the object's copy would be the one the gates and the library call, and an
+      // explicit specialisation (a body of the student's own under the library's name) would replace it.
+      if (allowed && templated && policy.shared_exports.count(name) && policy.gate_defines_known &&
+          !policy.gate_defines.count(name)) {
+        out.push_back({shown, "defines a C++ library function that a shared library of the gate binary exports and "
+                              "the gates' code does not define itself: the gates would call this copy (an explicit "
+                              "specialisation replaces the library's code; symbol interposition)"});
+        continue;
+      }
       if (allowed && (!policy.shared_exports.count(name) || templated)) continue;
       if (allowed) {
         out.push_back({shown, "defines a function that a shared library of the gate binary exports: it would "
@@ -508,15 +571,18 @@ std::vector<ObjFinding> find_raw_syscalls(const std::string& objdump_text) {
 std::vector<ObjFinding> find_early_code(const std::string& objdump_headers) {
   // objdump -h: "  5 .init_array.00101 00000008  0000000000000000 ..." (index, name, size, ...).
   static const std::regex section(R"(^\s*\d+\s+(\S+)\s)");
-  static const std::regex early(R"(^(\.preinit_array.*|\.init_array\..+|\.ctors.*)$)");
+  // .init and .fini are spliced into the program's _init/_fini (before every constructor); .fini_array and
+  // .dtors run after the gates' end. Only a plain .init_array (static initialisers) is allowed.
+  static const std::regex early(R"(^(\.preinit_array.*|\.init_array\..+|\.ctors.*|\.dtors.*|\.init|\.fini|\.fini_array.*)$)");
   std::vector<ObjFinding> out;
   for (const auto& line : split_lines(objdump_headers)) {
     std::smatch m;
     if (!std::regex_search(line, m, section)) continue;
     const std::string name = m[1].str();
     if (std::regex_match(name, early))
-      out.push_back({name, "code that runs before the gates' start-up (a pre-initialiser or a constructor with a "
-                           "priority): a plain static initialiser runs after it and is allowed"});
+      out.push_back({name, "code that runs before the gates' start-up or after their end (a pre-initialiser, a "
+                           "constructor with a priority, .init/.fini code, a destructor function): a plain static "
+                           "initialiser runs after the start-up and is allowed"});
   }
   return out;
 }
@@ -577,6 +643,24 @@ std::map<std::string, std::set<std::string>> exported_symbols_each(const std::ve
   });
   std::map<std::string, std::set<std::string>> out;
   for (std::size_t i = 0; i < libs.size(); ++i) out[libs[i]] = std::move(names[i]);
+  return out;
+}
+
+std::map<std::string, std::set<std::string>> defined_symbols_each(const std::vector<std::string>& files,
+                                                                  const std::string& nm, int jobs) {
+  const std::set<std::string> unique(files.begin(), files.end());
+  const std::vector<std::string> list(unique.begin(), unique.end());
+  std::vector<std::set<std::string>> names(list.size());
+  for_each_concurrently(list.size(), jobs, [&](std::size_t i) {
+    auto r = run_command({nm, "-P", "--defined-only", list[i]}, 120);
+    if (r.exit_code != 0)
+      throw UserError("cannot read the symbols " + list[i] + " defines, which the check of student objects needs (" +
+                      (r.timed_out ? "nm took longer than 120 s" : "nm: " + trim_message(r.output, 3, 400)) + ")");
+    for (const auto& s : parse_nm_posix(r.output))
+      if (s.defined() && s.global()) names[i].insert(unversioned(s.name));
+  });
+  std::map<std::string, std::set<std::string>> out;
+  for (std::size_t i = 0; i < list.size(); ++i) out[list[i]] = std::move(names[i]);
   return out;
 }
 

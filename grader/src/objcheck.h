@@ -42,6 +42,11 @@ struct ObjPolicy {
   // Symbols exported by the shared libraries the gate binary loads (libstdc++, cudart, cuBLAS...): a weak
   // definition of one of them in the object would replace the library's for the whole process.
   std::set<std::string> shared_exports;
+  // Symbols the gate binary's own objects and static libraries (labkit, Catch2) define. They are linked before the
+  // student's objects, so a template instance both define is the gates' copy; a library's template instance that
+  // the object defines and they do not would be the object's own (see check_symbols).
+  std::set<std::string> gate_defines;
+  bool gate_defines_known = false;
 };
 
 struct ObjFinding {
@@ -55,9 +60,10 @@ std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, con
 // Raw system-call instructions in the host code of `objdump -d` output ("function: syscall").
 std::vector<ObjFinding> find_raw_syscalls(const std::string& objdump_text);
 
-// Code that runs before main(), ahead of the gates' start-up (labkit's constructor that closes /proc to writes):
-// `objdump -h` sections .preinit_array, prioritised constructors (.init_array.NNNNN, .ctors*). An object's plain
-// static initialisers (.init_array) run after labkit's and stay allowed.
+// Code that runs before main(), ahead of the gates' start-up (labkit's constructor that closes /proc to writes), or
+// after their end: `objdump -h` sections .preinit_array, prioritised constructors (.init_array.NNNNN, .ctors*),
+// .init and .fini (spliced into the program's _init/_fini), .fini_array and .dtors. An object's plain static
+// initialisers (.init_array) run after labkit's and stay allowed.
 std::vector<ObjFinding> find_early_code(const std::string& objdump_headers);
 
 // CCCL's algorithm libraries among the headers a student file included (the compiler's dependency list, `-MD`):
@@ -77,5 +83,10 @@ std::string describe_refusal(const std::string& source, const std::vector<ObjFin
 // runtime, libstdc++), and one lab after another, nm after nm, took 4 s of a batch's start on an H100 machine.
 std::map<std::string, std::set<std::string>> exported_symbols_each(const std::vector<std::string>& shared_libraries,
                                                                    const std::string& nm, int jobs);
+
+// `nm -P --defined-only` of objects and static libraries: the global names each defines (for gate_defines), each
+// file once. Throws UserError when nm cannot read one (the check would be weaker without it).
+std::map<std::string, std::set<std::string>> defined_symbols_each(const std::vector<std::string>& files,
+                                                                  const std::string& nm, int jobs);
 
 }  // namespace labgrade

@@ -40,11 +40,21 @@ Tool run_tool(ProcessSpec ps, double timeout_s, std::vector<std::string> argv, c
   return t;
 }
 
+// The gates' objects, then their static libraries (labkit, Catch2), then the student's objects, in one group: the
+// linker keeps the first copy of a template instance (a COMDAT group) that several objects define, so the gates'
+// code runs the copies compiled from the headers with the gates, never a student's (an explicit specialisation of
+// std::vector<double>'s growth under the same name once scaled every time labkit's timing recorded). The group lets
+// the student's references to labkit resolve from libraries listed before them. Shared libraries follow.
 std::vector<std::string> link_argv(const Recipe& r, const LabBuild& b, const fs::path& exe) {
   std::vector<std::string> argv = r.link;
   argv.insert(argv.end(), r.gate_objects.begin(), r.gate_objects.end());
+  argv.push_back("-Wl,--start-group");
+  for (const auto& f : r.link_libraries)
+    if (is_static_library(f)) argv.push_back(f);
   for (const auto& f : b.files) argv.push_back(f.object.string());
-  argv.insert(argv.end(), r.link_libraries.begin(), r.link_libraries.end());
+  argv.push_back("-Wl,--end-group");
+  for (const auto& f : r.link_libraries)
+    if (!is_static_library(f)) argv.push_back(f);
   argv.insert(argv.end(), {"-o", exe.string()});
   return argv;
 }
@@ -72,6 +82,8 @@ std::set<std::size_t> steps_to_blame(const Recipe& r, const LabBuild& b, const s
 }
 
 }  // namespace
+
+bool is_static_library(const std::string& path) { return !path.empty() && path[0] != '-' && ends_with(path, ".a"); }
 
 std::string step_of_source(const std::string& source) {
   std::string name = fs::path(source).filename().string();

@@ -78,6 +78,10 @@ void apply_build(LabResult& lab, const LabBuild& build);
 
 // Link-failure attribution (exposed for the tests): the undefined functions an ld output names, and from
 // `nm -P -C --defined-only` output the functions an object defines.
+// A static library (an archive, "*.a") among a recipe's link libraries: linked in one group with the student's
+// objects, after the gates' (link_argv).
+bool is_static_library(const std::string& path);
+
 std::vector<std::string> undefined_symbols(const std::string& linker_output);
 std::vector<std::string> defined_symbols_demangled(const std::string& nm_output);
 

@@ -96,6 +96,33 @@ TEST_CASE("what a student object may not define", "[objcheck]") {
   CHECK(refused("_ZN5lab014stepEv", 'T'));
 }
 
+TEST_CASE("a library's template instance only where the gates define it too", "[objcheck]") {
+  // std::vector<double>'s growth: libstdc++ does not export it, the gates' code and a student's may both define it
+  // (linked after the gates' objects and libraries, the student's copy is never the one the gates call).
+  const std::string grow = "_ZNSt6vectorIdSaIdEE17_M_realloc_insertIJdEEEvN9__gnu_cxx17__normal_iteratorIPdS1_EEDpOT_";
+  ObjPolicy p;
+  p.lab_namespace = "lab42";
+  p.gate_defines_known = true;
+  CHECK(check_symbols({{grow, 'W'}}, p).empty());
+  // A template instance that libstdc++ exports (string's operator+): accepted where the gates define it too, refused
+  // where they do not (the gates would call the object's copy: an explicit specialisation under the library's name).
+  const std::string plus = "_ZStplIcSt11char_traitsIcESaIcEENSt7__cxx1112basic_stringIT_T0_T1_EEPKS5_RKS8_";
+  p.shared_exports = {plus};
+  auto f = check_symbols({{plus, 'W'}}, p);
+  REQUIRE(f.size() == 1);
+  CHECK_THAT(f[0].reason, ContainsSubstring("the gates would call this copy"));
+  p.gate_defines = {plus};
+  CHECK(check_symbols({{plus, 'W'}}, p).empty());
+  // Without the gates' symbols (a check outside a batch) the rule cannot apply.
+  p.gate_defines.clear();
+  p.gate_defines_known = false;
+  CHECK(check_symbols({{plus, 'W'}}, p).empty());
+  // A header-only class the table refuses to use, instantiated into the object: its definitions are its use.
+  auto filebuf = check_one("_ZN9__gnu_cxx13stdio_filebufIcSt11char_traitsIcEEC1EiSt13_Ios_Openmodem", 'W');
+  REQUIRE(filebuf.size() == 1);
+  CHECK_THAT(filebuf[0].reason, ContainsSubstring("raw descriptor"));
+}
+
 TEST_CASE("a kernel at global scope is the student's own", "[objcheck]") {
   ObjPolicy p;
   p.lab_namespace = "lab42";
@@ -124,7 +151,17 @@ TEST_CASE("what a student object may not use", "[objcheck]") {
                            // The gates' thread's share of the CPUs, and device-wide settings the baselines share.
                            "sched_setscheduler", "sched_setaffinity", "pthread_setaffinity_np", "setpriority",
                            "nice", "cudaSetDeviceFlags", "cudaDeviceSetLimit", "cudaDeviceSetCacheConfig",
-                           "cudaStreamSetAttribute", "cudaCtxResetPersistingL2Cache"}) {
+                           "cudaStreamSetAttribute", "cudaCtxResetPersistingL2Cache",
+                           // Their twins and siblings (found by a review of the table, 2026-11-28): a thread without
+                           // pthread_create, glibc's private names, the loader's lists, per-thread-stream variants,
+                           // host code in graphs, a CPU-time limit as a timer, device-wide pool and stream settings.
+                           "__clone", "__clone3", "clone3", "__libc_fork", "__libc_system", "__libc_sigaction",
+                           "_r_debug", "_dl_find_object", "getauxval", "ssignal", "sigvec", "setrlimit",
+                           "setrlimit64", "prlimit64", "cudaLaunchHostFunc_ptsz", "cudaStreamAddCallback_ptsz",
+                           "cudaStreamSetAttribute_ptsz", "cudaGraphAddHostNode", "cudaGraphExecHostNodeSetParams",
+                           "cudaGraphAddNode_v2", "cudaUserObjectCreate", "cudaStreamCopyAttributes_ptsz",
+                           "cudaInitDevice", "cudaDeviceSetMemPool", "cudaMemPoolSetAttribute",
+                           "cudaDeviceSetGraphMemAttribute"}) {
     INFO(name);
     auto f = check_one(name, 'U');
     REQUIRE(f.size() == 1);
@@ -142,11 +179,16 @@ TEST_CASE("what a student object may not use", "[objcheck]") {
   // std::thread's other members (hardware_concurrency) start nothing.
   CHECK_FALSE(refused("_ZNSt6thread20hardware_concurrencyEv", 'U'));
   CHECK(refused("_ZN9__gnu_cxx13stdio_filebufIcSt11char_traitsIcEEC1EiSt13_Ios_Openmodem", 'U'));
+  CHECK(refused("_ZNSt12__basic_fileIcE8sys_openEiSt13_Ios_Openmode", 'U'));  // what stdio_filebuf(int fd) calls
+  // std::ofstream's is_open() reaches __basic_file too, and a file opened by name stays allowed.
+  CHECK_FALSE(refused("_ZNKSt12__basic_fileIcE7is_openEv", 'U'));
+  CHECK_FALSE(refused("__libc_single_threaded", 'U'));  // libstdc++'s inline reference counting reads it
   // What every step uses.
   for (const char* name : {"memcpy", "malloc", "cudaMalloc", "cudaLaunchKernel", "cublasSgemm_v2", "getenv",
                            // Per-kernel settings change only the step's own kernels; a step may pick its device.
                            "cudaFuncSetAttribute", "cudaFuncSetCacheConfig", "cudaSetDevice", "cudaStreamCreate",
-                           "cudaStreamCreateWithFlags",
+                           "cudaStreamCreateWithFlags", "cudaStreamBeginCapture", "cudaGraphInstantiate",
+                           "cudaGraphLaunch", "cudaGraphAddKernelNode",
                            // Printing to the console log, and the files a step may open by name.
                            "printf", "puts", "fprintf", "fwrite", "fflush", "__printf_chk", "fopen", "fclose",
                            "_ZNSolsEi", "_ZStlsISt11char_traitsIcEERSt13basic_ostreamIcT_ES5_PKc",
@@ -182,11 +224,20 @@ TEST_CASE("code that runs before the gates' start-up", "[objcheck]") {
       "  0 .text         00000010  0000000000000000  0000000000000000  00000040  2**4\n"
       "  5 .init_array   00000008  0000000000000000  0000000000000000  00000060  2**3\n"
       "  6 .init_array.00101 00000008  0000000000000000  0000000000000000  00000068  2**3\n"
-      "  7 .preinit_array 00000008  0000000000000000  0000000000000000  00000070  2**3\n";
+      "  7 .preinit_array 00000008  0000000000000000  0000000000000000  00000070  2**3\n"
+      // Spliced into the program's _init (before every constructor) and _fini; a destructor function.
+      "  8 .init         00000005  0000000000000000  0000000000000000  00000078  2**0\n"
+      "  9 .fini         00000005  0000000000000000  0000000000000000  00000080  2**0\n"
+      " 10 .fini_array   00000008  0000000000000000  0000000000000000  00000088  2**3\n"
+      // A function's own section whose name merely contains "init" is code like any other.
+      " 11 .text.nvtxInitialize_impl_init_v3 00000010  0000000000000000  0000000000000000  00000090  2**4\n";
   auto f = find_early_code(headers);
-  REQUIRE(f.size() == 2);
+  REQUIRE(f.size() == 5);
   CHECK(f[0].symbol == ".init_array.00101");
   CHECK(f[1].symbol == ".preinit_array");
+  CHECK(f[2].symbol == ".init");
+  CHECK(f[3].symbol == ".fini");
+  CHECK(f[4].symbol == ".fini_array");
   CHECK_THAT(f[0].reason, ContainsSubstring("before the gates' start-up"));
   // An indirect function's resolver runs while the program loads, whatever namespace it is in.
   ObjPolicy p;
