@@ -31,7 +31,9 @@
 namespace labgrade {
 
 using detail::Batch;
+using detail::scan_submissions;
 using detail::subfolders;
+using detail::SubmissionList;
 
 namespace {
 
@@ -49,15 +51,16 @@ std::optional<SubmissionResult> read_result(const fs::path& out, const std::stri
   try {
     return submission_from_json(nlohmann::json::parse(read_file(f)));
   } catch (const std::exception& e) {
-    std::cerr << "labgrade: warning: unreadable " << f.string() << ": " << e.what() << "\n";
+    std::cerr << "labgrade: warning: unreadable " << printable(f.string()) << ": " << printable(e.what()) << "\n";
     return std::nullopt;
   }
 }
 
-void write_class_files(const std::vector<SubmissionResult>& all, const fs::path& out, const std::string& title) {
+void write_class_files(const std::vector<SubmissionResult>& all, const fs::path& out, const std::string& title,
+                       const std::vector<std::string>& not_graded = {}) {
   write_outputs(all,
                 {"", (out / "junit.xml").string(), (out / "gradebook.csv").string(), (out / "report.md").string()},
-                title);
+                title, not_graded);
 }
 
 void copy_file_limited(const fs::path& from, const fs::path& to, std::size_t max_bytes) {
@@ -85,6 +88,54 @@ std::vector<std::string> detail::subfolders(const fs::path& dir) {
       names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+SubmissionList detail::scan_submissions(const fs::path& dir) {
+  SubmissionList list;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const std::string shown = printable(name);
+    if (!e.is_directory())
+      list.not_graded.push_back("not a submission folder: " + shown +
+                                (e.is_regular_file() ? " (a file; unpack it into a folder)" : " (not a folder)"));
+    else if (starts_with(name, "."))
+      list.not_graded.push_back("not a submission folder: " + shown +
+                                " (its name starts with '.'; rename it if it is a student's)");
+    else
+      names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  std::map<std::string, std::string> why;  // refused name -> the reason
+  for (const auto& n : names) {
+    bool valid = true, controls = false;
+    for (std::size_t i = 0; i < n.size() && valid;) {
+      char32_t cp = 0;
+      const std::size_t len = utf8_sequence(n, i, &cp);
+      valid = len > 0;
+      controls = controls || (valid && is_control(cp));
+      i += len;
+    }
+    if (!valid) why[n] = "name is not valid UTF-8";
+    else if (controls) why[n] = "name has control characters";
+  }
+  // The names left, as the gradebook writes them: two written alike would be one student to whoever reads it.
+  std::map<std::string, std::vector<std::string>> written;
+  for (const auto& n : names)
+    if (!why.count(n)) written[csv_field(n, true)].push_back(n);
+  for (const auto& [cell, alike] : written)
+    if (alike.size() > 1)
+      for (std::size_t k = 0; k < alike.size(); ++k)
+        why[alike[k]] = "name is written like '" + printable(alike[k == 0 ? 1 : 0]) + "' in the gradebook";
+  for (const auto& n : names) {
+    if (!why.count(n)) {
+      list.students.push_back(n);
+    } else {
+      list.not_graded.push_back("submission '" + printable(n) + "': " + why[n] + ", not graded: rename it");
+      ++list.refused;
+    }
+  }
+  return list;
 }
 
 std::string copy_student_sources(const fs::path& submission, const Recipe& recipe, const fs::path& dest,
@@ -388,7 +439,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
   if (shared_slot) sweep_uid(&sandbox_, slot);
   if (!shared_slot) look_for_others("after the gates");  // one lab at a time: the speed gates ran among the others
   if (!shared_gpu.empty()) {
-    std::cerr << "labgrade: warning: " << s.student << ": other processes computed on GPU " << gpu << " ("
+    std::cerr << "labgrade: warning: " << printable(s.student) << ": other processes computed on GPU " << gpu << " ("
               << join(shared_gpu, "; ") << ")\n";
     for (auto& lab : s.result.labs)
       if (std::any_of(lab.gates.begin(), lab.gates.end(), [](const GateResult& g) { return g.kind == "speed"; }))
@@ -419,12 +470,20 @@ void Batch::finish(Submission& s) {
   shorten_logs(s.result_dir / "logs");
   bool ok = s.result.error.empty();
   if (ok) {
-    write_file_atomic(s.result_dir / "results.json", gradescope_json(s.result).dump(2) + "\n");
-    // Written last: its presence is what "this student is done" means to a restarted batch.
-    write_file_atomic(s.result_dir / "result.json", to_json(s.result).dump(2) + "\n");
-  } else {
-    write_file_atomic(s.result_dir / "grader-error.txt", s.result.error + "\n");
+    try {
+      // json_text: a student's binary output (invalid UTF-8) made dump() throw, and the student had no result.
+      write_file_atomic(s.result_dir / "results.json", json_text(gradescope_json(s.result)));
+      // Written last: its presence is what "this student is done" means to a restarted batch.
+      write_file_atomic(s.result_dir / "result.json", json_text(to_json(s.result)));
+    } catch (const std::exception& e) {
+      // A result that cannot be written is a grader error like any other: named, counted, retried by a rerun.
+      ok = false;
+      s.result.error = std::string("cannot write its result: ") + e.what();
+      std::error_code ec;
+      fs::remove(s.result_dir / "results.json", ec);
+    }
   }
+  if (!ok) write_file_atomic(s.result_dir / "grader-error.txt", s.result.error + "\n");
   if (!opts_.keep_scratch) {
     std::error_code ec;
     fs::remove_all(s.scratch, ec);
@@ -450,11 +509,11 @@ void Batch::finish(Submission& s) {
   double eta = batch_eta(remaining, remaining - std::min(remaining, waiting_compiled), compile_sum_ / n, run_sum_ / n,
                          compilers_, workers_, running);
   std::string score = ok ? format_points(s.result.score()) + "/" + format_points(s.result.max_score()) : "GRADER ERROR";
-  std::cerr << "[" << done_ << "/" << pending_.size() << "] " << s.student << ": " << score << " (compile "
+  std::cerr << "[" << done_ << "/" << pending_.size() << "] " << printable(s.student) << ": " << score << " (compile "
             << format_seconds(s.result.compile_seconds) << ", run " << format_seconds(s.result.run_seconds)
             << ") | not full marks: " << not_full_ << ", grader errors: " << errors_ << " | elapsed "
             << format_seconds(elapsed) << ", ETA " << format_seconds(eta) << "\n";
-  if (!ok) std::cerr << "  grader error: " << s.result.error << "\n";
+  if (!ok) std::cerr << "  grader error: " << printable(s.result.error, true) << "\n";
 }
 
 double detail::batch_eta(std::size_t remaining, std::size_t to_compile, double mean_compile_s, double mean_run_s,
@@ -487,21 +546,29 @@ int merge_main(const fs::path& out, const std::vector<fs::path>& parts, const fs
       if (!r) continue;
       auto [it, fresh] = owner.emplace(s, part);
       if (!fresh)
-        throw UserError("student " + s + " was graded in two parts: " + it->second.string() + " and " + part.string());
+        throw UserError("student " + printable(s) + " was graded in two parts: " + it->second.string() + " and " +
+                        part.string());
       all.push_back(std::move(*r));
     }
   }
+  // The submissions folder's entries that no batch grades (loose files, refused names) are listed as a batch lists
+  // them: on the console and in report.md.
+  const SubmissionList list = submissions.empty() ? SubmissionList{} : scan_submissions(submissions);
+  for (const auto& line : list.not_graded) std::cerr << "labgrade: " << line << "\n";
   fs::create_directories(out);
-  write_class_files(all, out, "Grading report: " + std::to_string(all.size()) + " students from " +
-                                  std::to_string(parts.size()) + " parts");
+  write_class_files(all, out,
+                    "Grading report: " + std::to_string(all.size()) + " students from " +
+                        std::to_string(parts.size()) + " parts",
+                    list.not_graded);
   std::cerr << "labgrade: merged " << all.size() << " students from " << parts.size() << " parts into "
             << (out / "gradebook.csv").string() << ", junit.xml, report.md\n";
   if (submissions.empty()) return 0;
   std::vector<std::string> missing;
-  for (const auto& s : subfolders(submissions))
+  for (const auto& s : list.students)
     if (!owner.count(s)) missing.push_back(s);
-  for (const auto& s : missing) std::cerr << "labgrade: no result for " << s << " (not graded yet, or a grader error)\n";
-  return missing.empty() ? 0 : 1;
+  for (const auto& s : missing)
+    std::cerr << "labgrade: no result for " << printable(s) << " (not graded yet, or a grader error)\n";
+  return missing.empty() && list.refused == 0 ? 0 : 1;
 }
 
 bool Batch::build_unchanged() {
@@ -528,9 +595,13 @@ void Batch::write_class_outputs() {
   std::vector<SubmissionResult> all;
   for (const auto& s : students_)
     if (auto r = read_result(opts_.out, s)) all.push_back(std::move(*r));
-  write_class_files(all, opts_.out, "Grading report: " + opts_.submissions.filename().string());
+  write_class_files(all, opts_.out, "Grading report: " + opts_.submissions.filename().string(), not_graded_);
   std::cerr << "labgrade: " << all.size() << " of " << students_.size() << " students graded; wrote "
             << (opts_.out / "gradebook.csv").string() << ", junit.xml, report.md\n";
+  if (!not_graded_.empty())
+    std::cerr << "labgrade: " << not_graded_.size() << " entr" << (not_graded_.size() == 1 ? "y" : "ies")
+              << " of the submissions folder not graded (" << refused_ << " refused name(s)): listed at the start "
+              << "and in report.md\n";
 }
 
 int Batch::run() {
@@ -669,7 +740,12 @@ int Batch::run() {
       try {
         finish(*s);
       } catch (const std::exception& e) {
-        std::cerr << "labgrade: cannot write the result of " << s->student << ": " << e.what() << "\n";
+        // Not even grader-error.txt could be written: still a grader error, named and in the exit status.
+        std::cerr << "labgrade: grader error: cannot write the result of " << printable(s->student) << ": "
+                  << printable(e.what()) << "\n";
+        std::lock_guard<std::mutex> lock(mu_);
+        ++done_;
+        ++errors_;
       }
     }
   };
@@ -686,7 +762,8 @@ int Batch::run() {
               << "workbook). The students graded before it keep their results; " << (pending_.size() - (done_ - errors_))
               << " are left for a rerun: run the same command again once the build is done (or into a new --out, to "
               << "grade every student with the new build)\n";
-  return errors_ == 0 && !build_changed_ ? 0 : 1;
+  // A refused submission folder was not graded either: the exit status says so, as for a grader error.
+  return errors_ == 0 && refused_ == 0 && !build_changed_ ? 0 : 1;
 }
 
 int batch_main(const BatchOptions& opts) {

@@ -56,6 +56,19 @@ inline std::string lab_tag(const Recipe& r) { return "lab" + r.lab; }
 // The students (subfolders, dot folders excluded) of a submissions or output folder, sorted.
 std::vector<std::string> subfolders(const fs::path& dir);
 
+// What a submissions folder holds: the students to grade (sorted), and a line for each entry that is not graded and
+// why (printed at the batch's start and listed in report.md; nothing is skipped without a word). A loose file
+// ("carol.zip") or a dot folder is not a submission. A folder whose name is not valid UTF-8, has control characters
+// (C0, DEL, C1) or is written like another's in the class files (the gradebook's "'=x" for "=x") is refused
+// (`refused` counts them): the class files could not tell it apart from another student, or would run its escape
+// sequences, and two students must never merge into one row.
+struct SubmissionList {
+  std::vector<std::string> students;
+  std::vector<std::string> not_graded;
+  std::size_t refused = 0;
+};
+SubmissionList scan_submissions(const fs::path& dir);
+
 // Seconds until the batch is done, from what the students graded so far took: their mean compile time (the wall
 // time of one student's compiles) and mean run time. `remaining` students pass through `jobs` compiles (students
 // compiled at once) and `workers` runs at once; `running` holds how long each student being run now (counted in
@@ -193,6 +206,8 @@ class Batch {
   int lab_jobs_ = 1;  // labs of one student run at once (labpool.h)
   std::map<std::string, std::unique_ptr<GpuTurns>> turns_;  // per GPU (run() fills it): the speed gates' turns
   std::vector<std::string> students_, pending_;
+  std::vector<std::string> not_graded_;  // the submissions folder's entries not graded (scan_submissions)
+  std::size_t refused_ = 0;              // of them, folders whose names were refused
   int lock_fd_ = -1;
   JobTokens* compile_tokens_ = nullptr;  // the compile jobs, shared by every student compiling (run() sets it)
   BatchSlots slots_;                     // which uid slot compiles and runs use (plan_slots)

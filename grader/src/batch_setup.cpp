@@ -410,7 +410,11 @@ void Batch::plan_slots() {
 }
 
 void Batch::list_students() {
-  students_ = subfolders(opts_.submissions);
+  SubmissionList list = scan_submissions(opts_.submissions);
+  students_ = std::move(list.students);
+  not_graded_ = std::move(list.not_graded);
+  refused_ = list.refused;
+  for (const auto& line : not_graded_) std::cerr << "labgrade: " << line << "\n";
   for (const auto& s : students_)
     if (!fs::exists(opts_.out / s / "result.json")) pending_.push_back(s);
   std::cerr << "labgrade: sandbox: " << (sandbox_.mode == SandboxMode::bwrap ? "bubblewrap" : "none")

@@ -192,17 +192,18 @@ class RunProgress {
 
 }  // namespace
 
-void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title) {
+void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title,
+                   const std::vector<std::string>& not_graded) {
   if (!files.json.empty()) {
     // Gradescope grades one submission: for several (a batch) write one results.json per student instead.
     nlohmann::json j = results.size() == 1 ? gradescope_json(results[0]) : nlohmann::json::array();
     if (results.size() != 1)
       for (const auto& r : results) j.push_back(gradescope_json(r));
-    write_file_atomic(files.json, j.dump(2) + "\n");
+    write_file_atomic(files.json, json_text(j));  // never throws on a student's invalid UTF-8
   }
   if (!files.junit.empty()) write_file_atomic(files.junit, junit_xml(results));
   if (!files.csv.empty()) write_file_atomic(files.csv, gradebook_csv(results));
-  if (!files.markdown.empty()) write_file_atomic(files.markdown, markdown_report(results, title));
+  if (!files.markdown.empty()) write_file_atomic(files.markdown, markdown_report(results, title, not_graded));
 }
 
 namespace {
@@ -459,7 +460,7 @@ int grade_main(const GradeOptions& opts) {
     // table.
     for (const auto& note : lab.notes)
       if (note.rfind("memcheck:", 0) == 0 || note.rfind("racecheck:", 0) == 0)
-        text += "labgrade:   " + trim_message(note, 1, 240) + "\n";
+        text += "labgrade:   " + printable(trim_message(note, 1, 240)) + "\n";
     // Kept for the next run's order: the part that runs side by side (the speed gates were timed before, alone).
     progress.lab_done(recipe.lab, std::max(0.0, lab.run_seconds - speed_used[i]));
     progress.print(text);

@@ -57,6 +57,8 @@ double run_speed_gates(LabResult& lab, const GateRunSpec& spec, GpuTurns* turns,
 // lab's speed gates are timed, it hides the next one's start-up. Null when it cannot (a sandbox, no speed gates).
 std::shared_ptr<HeldStart> start_speed_gates(const LabResult& lab, const GateRunSpec& spec);
 
-void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title);
+// not_graded: markdown_report's list of what a batch did not grade.
+void write_outputs(const std::vector<SubmissionResult>& results, const OutputFiles& files, const std::string& title,
+                   const std::vector<std::string>& not_graded = {});
 
 }  // namespace labgrade

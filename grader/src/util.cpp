@@ -123,23 +123,77 @@ std::string replace_all(std::string s, std::string_view from, std::string_view t
   return s;
 }
 
+std::size_t utf8_sequence(std::string_view s, std::size_t i, char32_t* cp) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = byte(0);
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range: narrower after E0, ED, F0 and F4
+  if (c < 0x80) {
+    len = 1;
+  } else if (c >= 0xC2 && c <= 0xDF) {  // C0 and C1 lead only overlong forms
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;  // overlong
+    if (c == 0xED) hi = 0x9F;  // UTF-16 surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;  // overlong
+    if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  if (len > 1 && (byte(1) < lo || byte(1) > hi)) return 0;
+  for (std::size_t k = 2; k < len; ++k)
+    if ((byte(k) & 0xC0) != 0x80) return 0;
+  if (cp) {
+    char32_t v = len == 1 ? c : c & (0x7F >> len);
+    for (std::size_t k = 1; k < len; ++k) v = (v << 6) | (byte(k) & 0x3F);
+    *cp = v;
+  }
+  return len;
+}
+
+bool is_control(char32_t cp) { return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F); }
+
 std::string sanitize_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   std::size_t i = 0;
   while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (std::size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
-    if (ok && len == 1 && c < 0x20 && c != '\n' && c != '\t') ok = false;  // control characters: not text
-    if (ok) {
+    char32_t cp = 0;
+    std::size_t len = utf8_sequence(s, i, &cp);
+    if (len > 0 && (!is_control(cp) || cp == '\n' || cp == '\t')) {
       out.append(s.substr(i, len));
       i += len;
     } else {
-      out += (c == '\r') ? "" : "\xEF\xBF\xBD";  // U+FFFD
-      i += 1;
+      out += (s[i] == '\r') ? "" : "\xEF\xBF\xBD";  // U+FFFD, for the byte (or the control character)
+      i += len > 0 ? len : 1;
     }
+  }
+  return out;
+}
+
+std::string printable(std::string_view s, bool keep_newlines) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    char32_t cp = 0;
+    std::size_t len = utf8_sequence(s, i, &cp);
+    if (len > 0 && (!is_control(cp) || (keep_newlines && (cp == '\n' || cp == '\t')))) {
+      out.append(s.substr(i, len));
+      i += len;
+      continue;
+    }
+    const std::size_t n = len > 0 ? len : 1;  // a C1 control is two bytes: both shown
+    for (std::size_t k = 0; k < n; ++k) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(s[i + k]));
+      out += buf;
+    }
+    i += n;
   }
   return out;
 }
@@ -162,7 +216,10 @@ std::string trim_message(std::string_view s, std::size_t max_lines, std::size_t 
     ++shown;
   }
   if (shown == 0 && !lines.empty()) {  // one enormous line
-    out = lines[0].substr(0, max_chars);
+    // Back to a character's start: half of a UTF-8 sequence is invalid text that JSON writers refuse.
+    std::size_t cut = std::min(max_chars, lines[0].size());
+    while (cut > 0 && cut < lines[0].size() && (static_cast<unsigned char>(lines[0][cut]) & 0xC0) == 0x80) --cut;
+    out = lines[0].substr(0, cut);
     shown = 1;
   }
   if (shown < lines.size()) out += "\n[... " + std::to_string(lines.size() - shown) + " more lines]";

@@ -31,12 +31,24 @@ bool starts_with(std::string_view s, std::string_view prefix);
 bool ends_with(std::string_view s, std::string_view suffix);
 bool contains(std::string_view s, std::string_view needle);
 std::string replace_all(std::string s, std::string_view from, std::string_view to);
-// Replaces bytes that are not valid UTF-8 (student output can be anything) so JSON and XML writers accept it.
+// Replaces bytes that are not valid UTF-8 (student output can be anything) so JSON and XML writers accept it:
+// strictly, as nlohmann::json and XML parsers check it (overlong forms, UTF-16 surrogates, code points above
+// U+10FFFF and cut-off sequences are invalid), each bad byte becoming U+FFFD. Control characters (C0 but tab and
+// newline, DEL, and C1 such as the 8-bit CSI U+009B) become U+FFFD too; \r is dropped.
 std::string sanitize_utf8(std::string_view s);
+// The length of the valid UTF-8 sequence that starts at s[i] (0: none does) and, through cp, its code point.
+std::size_t utf8_sequence(std::string_view s, std::size_t i, char32_t* cp = nullptr);
+// A C0, DEL or C1 control character (a terminal acts on ESC, and on C1's CSI U+009B).
+bool is_control(char32_t cp);
+// Student text for a terminal: every control character (but newline and tab where keep_newlines) and every byte
+// that is not valid UTF-8 written as \xNN, so that a folder name or a gate's message cannot clear the screen,
+// set the window title or forge coloured lines.
+std::string printable(std::string_view s, bool keep_newlines = false);
 // A file name made of s: every byte but letters, digits, '.', '-' and '_' becomes '_' (tools downstream split at
 // commas, spaces, colons...).
 std::string safe_file_name(std::string_view s);
-// At most max_lines lines and max_chars characters, with a note saying how much was cut.
+// At most max_lines lines and max_chars characters (bytes, cut at a UTF-8 character's start), with a note saying
+// how much was cut.
 std::string trim_message(std::string_view s, std::size_t max_lines, std::size_t max_chars);
 std::string format_seconds(double s);  // "4.2 s", "3 min 05 s"
 std::string format_points(double p);   // "10", "2.50"

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <map>
@@ -57,8 +58,69 @@ std::string indent(const std::string& text, const std::string& pad) {
   return out;
 }
 
-std::string md_cell(const std::string& s) {
-  return replace_all(replace_all(replace_all(s, "|", "\\|"), "\r", ""), "\n", "<br>");
+// indent() for the console: student text (a gate's message, a crash's what()) through printable(), so that its
+// escape sequences do not reach the terminal.
+std::string indent_printable(const std::string& text, const std::string& pad) {
+  std::string out;
+  for (const auto& l : split_lines(text)) out += pad + printable(l, true) + "\n";
+  return out;
+}
+
+// A Markdown table cell, heading or list line of text a student may control (a folder name, a message): valid
+// UTF-8 without control characters, HTML's < > & as entities and Markdown's \ ` * _ [ ] escaped, so that it stays
+// text (no live HTML, image, link or emphasis); | escaped so it stays one cell; line breaks as <br>.
+std::string md_cell(const std::string& raw) {
+  const std::string s = sanitize_utf8(raw);
+  std::string out;
+  const auto alnum = [&](std::size_t i) { return i < s.size() && std::isalnum(static_cast<unsigned char>(s[i])); };
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    // An underscore inside a word never starts or ends emphasis: "smith_john" stays as it is.
+    if (c == '_' && i > 0 && alnum(i - 1) && alnum(i + 1)) {
+      out += c;
+      continue;
+    }
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '\n':
+        out += "<br>";
+        break;
+      case '\\':
+      case '`':
+      case '*':
+      case '_':
+      case '[':
+      case ']':
+      case '|':
+        out += '\\';
+        out += c;
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// The fence of a code block that holds `text`: backticks, more of them than the longest run of backticks or tildes
+// in it (at least 3), so that no line of the text can close the block and turn the rest into live Markdown.
+std::string code_fence(const std::string& text) {
+  std::size_t longest = 0, run = 0;
+  char prev = 0;
+  for (char c : text) {
+    run = (c == '`' || c == '~') ? (c == prev ? run + 1 : 1) : 0;
+    prev = c;
+    longest = std::max(longest, run);
+  }
+  return std::string(std::max<std::size_t>(3, longest + 1), '`');
 }
 
 std::string suite_name(const SubmissionResult& r, const LabResult& l) {
@@ -106,8 +168,9 @@ void print_table(std::ostream& out, const SubmissionResult& r, bool color) {
   std::size_t w = 14;
   for (const auto& l : r.labs)
     for (const auto& g : l.gates) w = std::max(w, g.id.size());
-  if (!r.student.empty()) out << bold << "student " << r.student << reset << "\n";
-  if (!r.error.empty()) out << "  grader error: " << r.error << "\n";
+  // Student text (the folder name, messages, what() of a crash) goes through printable(): it reaches the terminal.
+  if (!r.student.empty()) out << bold << "student " << printable(r.student) << reset << "\n";
+  if (!r.error.empty()) out << "  grader error: " << printable(r.error, true) << "\n";
   int passed = 0, total = 0, skipped = 0;
   for (const auto& l : r.labs) {
     out << bold << fmt::format("lab {}  {}", l.lab, l.title) << reset
@@ -124,7 +187,7 @@ void print_table(std::ostream& out, const SubmissionResult& r, bool color) {
       std::string pad(16 > status.size() ? 16 - status.size() : 0, ' ');
       out << fmt::format("  {:<4} {:<{}} ", l.lab, g.id + (g.hidden ? "*" : ""), w) << (color ? color_of(g.status) : "")
           << status << reset << pad
-          << fmt::format(" {:>9}  {}\n", points(g.points) + "/" + points(g.max_points), measured_text(g));
+          << fmt::format(" {:>9}  {}\n", points(g.points) + "/" + points(g.max_points), printable(measured_text(g)));
       if (g.status == Status::passed && g.sanitizer.empty()) continue;
       std::string details = gate_details(g, true);
       if (details.empty()) continue;
@@ -132,12 +195,12 @@ void print_table(std::ostream& out, const SubmissionResult& r, bool color) {
       if (details == last_shown) continue;
       last_shown = details;
       bool long_text = g.status == Status::build_failed || g.status == Status::refused;
-      out << indent(trim_message(details, long_text ? 14 : 8, 1200), "        ");
+      out << indent_printable(trim_message(details, long_text ? 14 : 8, 1200), "        ");
     }
     for (const auto& f : l.sanitizer)
       out << fmt::format("  compute-sanitizer {}: {} error(s)\n", f.tool, f.errors)
-          << (f.excerpt.empty() ? "" : indent(trim_message(f.excerpt, 6, 800), "        "));
-    for (const auto& n : l.notes) out << "  note: " << n << "\n";
+          << (f.excerpt.empty() ? "" : indent_printable(trim_message(f.excerpt, 6, 800), "        "));
+    for (const auto& n : l.notes) out << "  note: " << printable(n, true) << "\n";
   }
   out << bold
       << fmt::format("total {}/{}: {} of {} gates passed", points(r.score()), points(r.max_score()), passed, total)
@@ -193,8 +256,29 @@ nlohmann::json gradescope_json(const SubmissionResult& full) {
   return j;
 }
 
+std::string json_text(const nlohmann::json& j) {
+  std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  // dump() escapes C0 controls but writes C1 ones raw (U+009B is a CSI to some terminals, for `cat result.json`):
+  // as \u00XX they mean the same. In valid UTF-8, C2 80-9F is always such a character, inside a string.
+  std::string out;
+  out.reserve(text.size() + 1);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if (static_cast<unsigned char>(text[i]) == 0xC2 && next >= 0x80 && next <= 0x9F) {
+      out += fmt::format("\\u{:04x}", next);
+      ++i;
+    } else {
+      out += text[i];
+    }
+  }
+  return out + "\n";
+}
+
 std::string xml_escape(const std::string& raw) {
-  std::string s = sanitize_utf8(raw);  // also drops control characters, which XML 1.0 forbids
+  // sanitize_utf8 also replaces control characters and surrogates, which XML 1.0's Char production excludes; U+FFFE
+  // and U+FFFF (valid UTF-8, EF BF BE and EF BF BF) are excluded too: one of them made the whole class file invalid.
+  std::string s = replace_all(replace_all(sanitize_utf8(raw), "\xEF\xBF\xBE", "\xEF\xBF\xBD"), "\xEF\xBF\xBF",
+                              "\xEF\xBF\xBD");
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
@@ -284,10 +368,12 @@ std::string junit_xml(const std::vector<SubmissionResult>& results) {
 }
 
 std::string csv_field(const std::string& raw, bool text) {
-  std::string s = sanitize_utf8(raw);
   // A cell starting with = + - @ is a formula to a spreadsheet: a student folder named "=HYPERLINK(...)" must
-  // stay text.
-  if (text && !s.empty() && std::string("=+-@").find(s[0]) != std::string::npos) s = "'" + s;
+  // stay text. A leading tab or carriage return can hide one too (OWASP's CSV injection list); checked on the raw
+  // text, since sanitize_utf8 drops the \r.
+  const bool formula = text && !raw.empty() && std::string("=+-@\t\r").find(raw[0]) != std::string::npos;
+  std::string s = sanitize_utf8(raw);
+  if (formula || (text && !s.empty() && std::string("=+-@\t").find(s[0]) != std::string::npos)) s = "'" + s;
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   return "\"" + replace_all(s, "\"", "\"\"") + "\"";
 }
@@ -419,12 +505,19 @@ std::string speed_review(const std::vector<SubmissionResult>& results) {
   return md.str();
 }
 
-std::string markdown_report(const std::vector<SubmissionResult>& results, const std::string& title) {
+std::string markdown_report(const std::vector<SubmissionResult>& results, const std::string& title,
+                            const std::vector<std::string>& not_graded) {
   std::ostringstream md;
   std::time_t now = std::time(nullptr);
   char date[64];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
-  md << "# " << title << "\n\nGenerated by labgrade on " << date << ".\n\n";
+  md << "# " << md_cell(title) << "\n\nGenerated by labgrade on " << date << ".\n\n";
+  if (!not_graded.empty()) {
+    md << "## Not graded\n\nEntries of the submissions folder that were not graded (no result, no row in the "
+          "gradebook):\n\n";
+    for (const auto& n : not_graded) md << "- " << md_cell(n) << "\n";
+    md << "\n";
+  }
 
   std::vector<std::string> labs;
   for (const auto& r : results)
@@ -486,12 +579,13 @@ std::string markdown_report(const std::vector<SubmissionResult>& results, const 
       std::string last;
       for (const auto& g : l.gates) {
         if (g.status == Status::passed && g.sanitizer.empty()) continue;
-        std::string details = trim_message(gate_details(g, true), 20, 3000);
+        // Sanitized before the fence is chosen: sanitize_utf8 drops \r, which turned "``\r`" into a closing ```.
+        std::string details = sanitize_utf8(trim_message(gate_details(g, true), 20, 3000));
         if (details.empty() || details == last) continue;
         last = details;
-        std::string fence = contains(details, "```") ? "~~~~" : "```";
+        const std::string fence = code_fence(details);
         md << "- **" << g.id << "** (" << to_string(g.status) << ")\n\n  " << fence << "\n"
-           << indent(sanitize_utf8(details), "  ") << "  " << fence << "\n\n";
+           << indent(details, "  ") << "  " << fence << "\n\n";
       }
       for (const auto& f : l.sanitizer) md << "- compute-sanitizer " << f.tool << ": " << f.errors << " error(s)\n";
       for (const auto& n : l.notes) md << "- note: " << md_cell(n) << "\n";

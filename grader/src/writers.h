@@ -29,7 +29,10 @@ std::string junit_xml(const std::vector<SubmissionResult>& results);
 // One row per student per gate: student,lab,gate,status,points,max_points,metric,value,threshold,isolation.
 std::string gradebook_csv(const std::vector<SubmissionResult>& results);
 
-std::string markdown_report(const std::vector<SubmissionResult>& results, const std::string& title);
+// not_graded: what a batch found in the submissions folder and did not grade (a loose file, a dot folder, a folder
+// name it refused), one line each, listed first.
+std::string markdown_report(const std::vector<SubmissionResult>& results, const std::string& title,
+                            const std::vector<std::string>& not_graded = {});
 
 // The class report's list of passed speed gates whose figure is kReviewAboveReference times the rubric's reference
 // or more (the reference solution measures within a few per cent of it on the GPU the rubric names), most above
@@ -49,6 +52,10 @@ inline constexpr double kReviewRecordedAllowanceMs = 0.025;
 // counted median where the gate reported it (candidate_ms > 0).
 double recorded_review_cutoff(double counted_ms);
 std::string speed_review(const std::vector<SubmissionResult>& results);
+
+// The text of a JSON file (indented, ending in a newline). A string that is not valid UTF-8 has its bad bytes
+// replaced with U+FFFD instead of making dump() throw: a student's binary output must not cost them their result.
+std::string json_text(const nlohmann::json& j);
 
 // Escaping, exposed for the tests.
 std::string xml_escape(const std::string& s);

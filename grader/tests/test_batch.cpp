@@ -642,6 +642,81 @@ TEST_CASE("without bubblewrap the batch refuses to grade unless told --sandbox n
   CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("Isolation: " + iso));
 }
 
+TEST_CASE("the submissions folder: odd names are refused with a line each, loose entries are named, none merge",
+          "[batch_names]") {
+  test::TempDir dir("names");
+  const fs::path subs = dir.path / "submissions";
+  for (const std::string n : {"alice", "bob\x01", "bob\x02", "jos\xE9", "zz", "zz\r", "=x", "'=x", "\x1b[2Jesc",
+                              "c1\xC2\x9B", "del\x7F", "tab\tname", ".dave"})
+    fs::create_directories(subs / n);
+  write_file_atomic(subs / "carol.zip", "PK");
+  const detail::SubmissionList list = detail::scan_submissions(subs);
+  CHECK(list.students == std::vector<std::string>{"alice", "zz"});  // zz's twin with a \r is refused, not zz
+  CHECK(list.refused == 10);
+  const std::string lines = join(list.not_graded, "\n");
+  INFO(lines);
+  CHECK(list.not_graded.size() == 12);
+  CHECK_THAT(lines, ContainsSubstring("submission 'bob\\x01': name has control characters, not graded: rename it"));
+  CHECK_THAT(lines, ContainsSubstring("submission 'bob\\x02': name has control characters"));
+  CHECK_THAT(lines, ContainsSubstring("submission 'jos\\xe9': name is not valid UTF-8, not graded: rename it"));
+  CHECK_THAT(lines, ContainsSubstring("submission 'zz\\x0d': name has control characters"));
+  CHECK_THAT(lines, ContainsSubstring("submission '=x': name is written like ''=x' in the gradebook"));
+  CHECK_THAT(lines, ContainsSubstring("submission ''=x': name is written like '=x' in the gradebook"));
+  CHECK_THAT(lines, ContainsSubstring("submission '\\x1b[2Jesc': name has control characters"));
+  CHECK_THAT(lines, ContainsSubstring("submission 'c1\\xc2\\x9b': name has control characters"));
+  CHECK_THAT(lines, ContainsSubstring("submission 'del\\x7f': name has control characters"));
+  CHECK_THAT(lines, ContainsSubstring("submission 'tab\\x09name': name has control characters"));
+  CHECK_THAT(lines, ContainsSubstring("not a submission folder: carol.zip (a file; unpack it into a folder)"));
+  CHECK_THAT(lines, ContainsSubstring("not a submission folder: .dave (its name starts with '.'"));
+  for (char c : lines) CHECK((static_cast<unsigned char>(c) >= 0x20 && c != 0x7F || c == '\n' || c == '\t'));
+}
+
+TEST_CASE("a student's binary output still gives a result; odd folder names and loose files are named, not lost",
+          "[batch]") {
+  test::TempDir dir("oddnames");
+  GraderTree tree = private_fakelab(dir.path);
+  fs::path subs = dir.path / "submissions", out = dir.path / "out";
+  materialise_solutions(subs / "solution_1", {test::fakelab_root()});
+  // add() writes bytes that are no UTF-8 (overlong, surrogate, above U+10FFFF, cut off, C1, U+FFFF) and exits.
+  const fs::path dump = subs / "af_binary_dump";
+  materialise_solutions(dump, {test::fakelab_root()});
+  const fs::path fake = dump / "labs/99_fake/student/fake.cu";
+  const std::string body =
+      "#include <cstdio>\n#include <cstdlib>\nnamespace {\nconst unsigned char kDump[] = {0x41, 0xC0, 0x80, 0xED, 0xA0, "
+      "0x80, 0xF4, 0x90, 0x80, 0x80, 0xC2, 0x9B, 0xEF, 0xBF, 0xBF, 0x1B, 0x5B, 0x32, 0x4A, 0x0A, 0xE2, 0x82};\n}\n";
+  std::string text = read_file(fake);
+  REQUIRE(contains(text, "int add(int a, int b) { return a + b; }"));
+  text = replace_all(text, "int add(int a, int b) { return a + b; }",
+                     "int add(int a, int b) {\n  for (int k = 0; k < 100; ++k) std::fwrite(kDump, 1, sizeof kDump, "
+                     "stdout);\n  std::fflush(stdout);\n  std::exit(3);\n  return a + b;\n}");
+  write_file_atomic(fake, body + text);
+  for (const std::string n : {"bob\x01", "jos\xE9"}) materialise_solutions(subs / n, {test::fakelab_root()});
+  fs::create_directories(subs / ".dave");
+  write_file_atomic(subs / "carol.zip", "PK");
+
+  auto r = run_command(batch_args(subs, out, tree, sandbox_args(), 1), 900);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);  // two folders were not graded
+  CHECK_THAT(r.output, ContainsSubstring("submission 'bob\\x01': name has control characters, not graded: rename it"));
+  CHECK_THAT(r.output, ContainsSubstring("submission 'jos\\xe9': name is not valid UTF-8"));
+  CHECK_THAT(r.output, ContainsSubstring("not a submission folder: carol.zip (a file; unpack it into a folder)"));
+  CHECK_THAT(r.output, ContainsSubstring("not a submission folder: .dave"));
+  CHECK_FALSE(contains(r.output, "cannot write"));
+  REQUIRE(fs::exists(out / "af_binary_dump" / "result.json"));
+  const auto result = submission_from_json(nlohmann::json::parse(read_file(out / "af_binary_dump" / "result.json")));
+  CHECK(result.score() > 0);
+  CHECK(fs::exists(out / "solution_1" / "result.json"));
+  CHECK_FALSE(fs::exists(out / "bob\x01"));
+  const std::string csv = read_file(out / "gradebook.csv");
+  CHECK_THAT(csv, ContainsSubstring("af_binary_dump,99,cpu.add,crashed"));
+  CHECK_FALSE(contains(csv, "bob"));
+  const std::string md = read_file(out / "report.md");
+  CHECK_THAT(md, ContainsSubstring("## Not graded"));
+  CHECK_THAT(md, ContainsSubstring("carol.zip"));
+  CHECK_THAT(md, ContainsSubstring("name has control characters"));
+  CHECK_THAT(md, ContainsSubstring("## af_binary_dump"));
+}
+
 TEST_CASE("a process's niceness is raised by its limits, and unprivileged it cannot lower it", "[sandbox]") {
   // A batch's compiles run at niceness +5 beside the gate runs of earlier students.
   test::TempDir dir("nice");

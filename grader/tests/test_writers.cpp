@@ -2,6 +2,7 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <random>
 #include <sstream>
 
 #include "util.h"
@@ -116,7 +117,7 @@ TEST_CASE("the Markdown report has a summary and per-student tables", "[writers]
   CHECK_THAT(md, ContainsSubstring("# Class"));
   CHECK_THAT(md, ContainsSubstring("| alice | 10/20 | 10/20 |"));
   CHECK_THAT(md, ContainsSubstring("bob\\|x"));
-  CHECK_THAT(md, ContainsSubstring("| `step2.speed` | failed | 0/5 | ratio 1.42 < 2 |"));
+  CHECK_THAT(md, ContainsSubstring("| `step2.speed` | failed | 0/5 | ratio 1.42 &lt; 2 |"));  // HTML as entities
   CHECK_THAT(md, ContainsSubstring("Pass rate per gate"));
 }
 
@@ -258,4 +259,141 @@ TEST_CASE("not submitted and refused labs are their own statuses in every writer
   CHECK(r.score() == 0);
   CHECK_THAT(gradebook_csv({r}), ContainsSubstring("alice,01,step1.correct,refused,0,10"));
   CHECK_THAT(junit_xml({r}), ContainsSubstring("<error type=\"refused\""));
+}
+
+// ---- student text that is not clean: invalid UTF-8, controls, Markdown and HTML, terminal escapes -------------
+
+namespace {
+
+const std::string kFFFD = "\xEF\xBF\xBD";
+
+// True when `inside` is in the code block of the student's step3.hidden, before any line that would close it.
+bool inside_fence(const std::string& md, const std::string& student, const std::string& inside) {
+  const auto lines = split_lines(md);
+  std::size_t k = 0;
+  while (k < lines.size() && !starts_with(lines[k], "## " + student)) ++k;
+  while (k < lines.size() && !starts_with(lines[k], "- **step3.hidden**")) ++k;
+  if (k + 2 >= lines.size()) return false;
+  const std::string fence = trim(lines[k + 2]);  // "- **id** (status)", "", "  ```"
+  if (fence.size() < 3 || fence.find_first_not_of(fence[0]) != std::string::npos) return false;
+  for (std::size_t i = k + 3; i < lines.size(); ++i) {
+    const std::string t = trim(lines[i]);
+    // CommonMark: a line of the fence's character, at least as long, closes the block.
+    if (t.size() >= fence.size() && t.find_first_not_of(fence[0]) == std::string::npos) return false;
+    if (contains(lines[i], inside)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("sanitize_utf8 keeps strictly valid UTF-8 only, so JSON accepts whatever a student printed", "[writers]") {
+  CHECK(sanitize_utf8("plain é € \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF\ttab\nline") ==
+        "plain é € \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF\ttab\nline");           // up to U+10FFFF
+  CHECK(sanitize_utf8("a\xC0\x80z") == "a" + kFFFD + kFFFD + "z");                // overlong
+  CHECK(sanitize_utf8("\xE0\x80\xAF") == kFFFD + kFFFD + kFFFD);                 // overlong
+  CHECK(sanitize_utf8("\xF0\x80\x80\xAF") == kFFFD + kFFFD + kFFFD + kFFFD);     // overlong
+  CHECK(sanitize_utf8("\xED\xA0\x80") == kFFFD + kFFFD + kFFFD);                 // UTF-16 surrogate
+  CHECK(sanitize_utf8("\xF4\x90\x80\x80") == kFFFD + kFFFD + kFFFD + kFFFD);     // above U+10FFFF
+  CHECK(sanitize_utf8("\xF5\xFF") == kFFFD + kFFFD);
+  CHECK(sanitize_utf8("cut \xC3") == "cut " + kFFFD);                             // truncated
+  CHECK(sanitize_utf8("cut \xE2\x82 x") == "cut " + kFFFD + kFFFD + " x");
+  CHECK(sanitize_utf8("esc\x1b[2J del\x7F c1\xC2\x9B cr\r") ==
+        "esc" + kFFFD + "[2J del" + kFFFD + " c1" + kFFFD + " cr");  // controls, also C1's CSI; \r dropped
+  // Whatever the bytes, the result is a string nlohmann::json writes with its strict default handler.
+  std::mt19937 rng(42);
+  for (int k = 0; k < 300; ++k) {
+    std::string bytes(4096, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() & 0xFF);
+    const std::string clean = sanitize_utf8(bytes);
+    CHECK_NOTHROW(nlohmann::json(clean).dump());
+    CHECK(sanitize_utf8(clean) == clean);
+  }
+  // A byte cut of a long line stops at a character's start.
+  std::string e200;
+  for (int k = 0; k < 200; ++k) e200 += "é";
+  const std::string cut = trim_message("x" + e200, 1, 160);
+  CHECK(sanitize_utf8(cut) == cut);
+  CHECK_NOTHROW(nlohmann::json(cut).dump());
+  // The result files are written by json_text, which replaces what is still invalid instead of throwing.
+  SubmissionResult r = sample("alice");
+  r.labs[0].gates[2].message = "binary \xC0\x80 \xED\xA0\x80 \xF4\x90\x80\x80 \xC3";
+  r.labs[0].notes.push_back("cut \xE2\x82");
+  std::string text;
+  REQUIRE_NOTHROW(text = json_text(to_json(r)));
+  CHECK(submission_from_json(nlohmann::json::parse(text)).labs[0].gates[2].message.rfind("binary ", 0) == 0);
+  REQUIRE_NOTHROW(text = json_text(gradescope_json(r)));
+  CHECK_NOTHROW(nlohmann::json::parse(text));
+  // C1 controls (valid UTF-8, raw in dump()'s text) are written escaped, and read back the same.
+  text = json_text(nlohmann::json{{"s", "csi \xC2\x9B" "2J \xC2\xA0 é"}});
+  CHECK_FALSE(contains(text, "\xC2\x9B"));
+  CHECK_THAT(text, ContainsSubstring("csi \\u009b2J \xC2\xA0 é"));
+  CHECK(nlohmann::json::parse(text)["s"] == "csi \xC2\x9B" "2J \xC2\xA0 é");
+}
+
+TEST_CASE("a student's output cannot close the report's code block or write live Markdown", "[writers]") {
+  SubmissionResult r = sample("aa_mdbreak");
+  r.labs[0].gates[2].message =
+      "debug\n```\n~~~~\n## zz_victim \xE2\x80\x94 23/23\n\n<img src=\"https://attacker.example/pixel.png\">\n<!--\n";
+  SubmissionResult cr = sample("ab_crfence");
+  cr.labs[0].gates[2].message = "x\n``\r`\n# INJECTED HEADING\n<!--\n";
+  SubmissionResult many = sample("ac_long");
+  many.labs[0].gates[2].message = "x\n``````````\n# LONG RUN\n";
+  const std::string md = markdown_report({r, cr, many, sample("zz_victim")}, "Class");
+  CHECK(inside_fence(md, "aa_mdbreak", "## zz_victim"));
+  CHECK(inside_fence(md, "aa_mdbreak", "<img src="));
+  CHECK(inside_fence(md, "ab_crfence", "# INJECTED HEADING"));
+  CHECK(inside_fence(md, "ac_long", "# LONG RUN"));
+  CHECK(md.find('\r') == std::string::npos);
+  // Names and messages outside the code blocks: HTML as entities, links and emphasis escaped.
+  const std::string id = "name <img src=x onerror=alert(1)> [click](https:attacker.example) *em* _u_ `c` & \\";
+  const std::string cells = markdown_report({sample(id), sample("bob")}, "Class");
+  const std::string escaped =
+      "name &lt;img src=x onerror=alert(1)&gt; \\[click\\](https:attacker.example) \\*em\\* \\_u\\_ \\`c\\` &amp; "
+      "\\\\";
+  CHECK_THAT(cells, ContainsSubstring("| " + escaped + " |"));
+  CHECK_THAT(cells, ContainsSubstring("## " + escaped + " \xE2\x80\x94"));
+  CHECK_FALSE(contains(cells, "<img"));
+  CHECK_FALSE(contains(cells, "[click]"));
+  // Names with controls: nothing of them reaches the file raw.
+  const std::string ctl = markdown_report({sample("\x1b[2Jesc\xC2\x9B"), sample("bob")}, "Class");
+  CHECK(ctl.find('\x1b') == std::string::npos);
+  CHECK_FALSE(contains(ctl, "\xC2\x9B"));
+  // The batch's list of what it did not grade comes first.
+  CHECK_THAT(markdown_report({sample("a"), sample("b")}, "Class", {"not a submission folder: carol.zip (a file)"}),
+             ContainsSubstring("## Not graded\n\nEntries of the submissions folder"));
+}
+
+TEST_CASE("JUnit XML holds only characters XML 1.0 allows", "[writers]") {
+  SubmissionResult r = sample("ad_xmlnonchar\xC2\x9B");
+  r.labs[0].gates[2].message = "bad xml char: \xEF\xBF\xBF \xEF\xBF\xBE end \xED\xA0\x80 \xC2\x9B \x1b \x0b";
+  const std::string xml = junit_xml({r});
+  CHECK_THAT(xml, ContainsSubstring("bad xml char: " + kFFFD + " " + kFFFD + " end"));
+  for (const char* bad : {"\xEF\xBF\xBF", "\xEF\xBF\xBE", "\xED\xA0\x80", "\xC2\x9B", "\x1b", "\x0b"})
+    CHECK_FALSE(contains(xml, bad));
+}
+
+TEST_CASE("the CSV formula guard also covers a leading tab or carriage return", "[writers]") {
+  CHECK(csv_field("\t=1+2", true) == "'\t=1+2");
+  CHECK(csv_field("\r=1+2", true) == "'=1+2");  // the \r is dropped, the guard stays
+  CHECK(csv_field("\t=1+2", false) == "\t=1+2");
+}
+
+TEST_CASE("student text reaches the console without its escape sequences", "[writers]") {
+  CHECK(printable("a\x1b[31m\xC2\x9B\xE9\x07\n\tb") == "a\\x1b[31m\\xc2\\x9b\\xe9\\x07\\x0a\\x09b");
+  CHECK(printable("x\ny\tz\x1b", true) == "x\ny\tz\\x1b");
+  CHECK(printable("é € ok") == "é € ok");
+  SubmissionResult r = sample("\x1b[2J\x1b[1;1Hesc_name");
+  r.error = "";
+  r.labs[0].gates[2].message = "\x1b]0;pwned-title\x07\x1b[2J\x1b[H\x1b[32mALL GATES PASSED\x1b[0m \xC2\x9B" "31m";
+  r.labs[0].notes.push_back("note \x1b[2J");
+  r.labs[0].sanitizer.push_back({"memcheck", 1, "excerpt \x1b[2J"});
+  std::ostringstream os;
+  print_table(os, r, false);
+  const std::string out = os.str();
+  CHECK(out.find('\x1b') == std::string::npos);
+  CHECK(out.find('\x07') == std::string::npos);
+  CHECK_FALSE(contains(out, "\xC2\x9B"));
+  CHECK_THAT(out, ContainsSubstring("student \\x1b[2J\\x1b[1;1Hesc_name"));
+  CHECK_THAT(out, ContainsSubstring("\\x1b[32mALL GATES PASSED"));
 }
