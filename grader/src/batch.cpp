@@ -275,11 +275,12 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
       apply_build(results[i], built);
       if (!built.lab_problem.empty()) return;
       // Copied by the grader, so the copy is the grader's: the slot's processes (the other labs' compiles) cannot
-      // change it, and code in attempt 1 cannot replace the binary attempt 2 starts.
+      // change it, and code in attempt 1 cannot replace the binary attempt 2 starts. With descriptors closed on
+      // exec: std::filesystem::copy_file's were inherited by the compilers other threads started meanwhile, and the
+      // worker that started the lab's speed gates at once got ETXTBSY (a healthy fake lab's cpu.speed graded
+      // crashed, exit 127, in the batch test under load).
       const fs::path exe = gates / built.exe.filename();
-      fs::copy_file(built.exe, exe, fs::copy_options::overwrite_existing);
-      fs::permissions(exe, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                               fs::perms::others_read | fs::perms::others_exec);
+      copy_file_for_exec(built.exe, exe, 0755);
       s.exes[i] = exe;
       s.built.push(i);
     });

@@ -43,6 +43,50 @@ std::string read_file_limited(const fs::path& p, std::size_t max_bytes, bool tai
   return s;
 }
 
+void copy_file_for_exec(const fs::path& from, const fs::path& to, unsigned mode) {
+  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw std::runtime_error("cannot read " + from.string() + ": " + std::strerror(errno));
+  fs::path tmp = to;
+  tmp += ".tmp" + std::to_string(getpid());
+  const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (out < 0) {
+    const int e = errno;
+    ::close(in);
+    throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(e));
+  }
+  std::vector<char> buf(std::size_t(1) << 20);
+  bool ok = true;
+  int err = 0;
+  for (;;) {
+    const ssize_t got = ::read(in, buf.data(), buf.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      ok = got == 0;
+      err = errno;
+      break;
+    }
+    for (ssize_t off = 0; off < got;) {
+      const ssize_t w = ::write(out, buf.data() + off, static_cast<std::size_t>(got - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        ok = false;
+        err = errno;
+        break;
+      }
+      off += w;
+    }
+    if (!ok) break;
+  }
+  ::close(in);
+  if (::close(out) != 0 && ok) ok = false, err = errno;
+  if (ok) ::chmod(tmp.c_str(), mode);  // the umask may have narrowed open's mode
+  if (!ok || ::rename(tmp.c_str(), to.c_str()) != 0) {
+    if (ok) err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot copy " + from.string() + " to " + to.string() + ": " + std::strerror(err));
+  }
+}
+
 void write_file_atomic(const fs::path& p, std::string_view content) {
   if (p.has_parent_path()) fs::create_directories(p.parent_path());
   static thread_local std::mt19937_64 rng{std::random_device{}()};

@@ -23,6 +23,10 @@ std::string read_file_limited(const fs::path& p, std::size_t max_bytes, bool tai
 // Writes to a temporary file in the same folder, fsyncs, then renames over p: a reader (or a restarted batch)
 // sees the old file or the new one, never half of one.
 void write_file_atomic(const fs::path& p, std::string_view content);
+// Copies `from` to `to` (created with `mode`, through a temporary name renamed into place) with descriptors that
+// are closed on exec: a process that another thread forks while the copy is written (a compiler) must not keep it
+// open for writing, or executing the copy fails with ETXTBSY for as long as that process runs.
+void copy_file_for_exec(const std::filesystem::path& from, const std::filesystem::path& to, unsigned mode = 0755);
 
 std::string trim(std::string_view s);
 std::vector<std::string> split_lines(std::string_view s);
