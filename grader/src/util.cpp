@@ -201,45 +201,43 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i, char32_t* cp) {
 
 bool is_control(char32_t cp) { return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F); }
 
-std::string sanitize_utf8(std::string_view s) {
+namespace {
+// Walks `s` by character: a valid character that keep(cp) accepts is copied; anything else (a byte that starts no
+// valid UTF-8 sequence, len 0, or a character keep refuses) is written by bad(out, i, len).
+template <class Keep, class Bad>
+std::string map_characters(std::string_view s, Keep keep, Bad bad) {
   std::string out;
   out.reserve(s.size());
   std::size_t i = 0;
   while (i < s.size()) {
     char32_t cp = 0;
-    std::size_t len = utf8_sequence(s, i, &cp);
-    if (len > 0 && (!is_control(cp) || cp == '\n' || cp == '\t')) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      out += (s[i] == '\r') ? "" : "\xEF\xBF\xBD";  // U+FFFD, for the byte (or the control character)
-      i += len > 0 ? len : 1;
-    }
+    const std::size_t len = utf8_sequence(s, i, &cp);
+    if (len > 0 && keep(cp)) out.append(s.substr(i, len));
+    else bad(out, i, len);
+    i += len > 0 ? len : 1;
   }
   return out;
 }
+}  // namespace
+
+std::string sanitize_utf8(std::string_view s) {
+  return map_characters(
+      s, [](char32_t cp) { return !is_control(cp) || cp == '\n' || cp == '\t'; },
+      [&](std::string& out, std::size_t i, std::size_t) {
+        out += (s[i] == '\r') ? "" : "\xEF\xBF\xBD";  // U+FFFD, for the byte (or the control character)
+      });
+}
 
 std::string printable(std::string_view s, bool keep_newlines) {
-  std::string out;
-  out.reserve(s.size());
-  std::size_t i = 0;
-  while (i < s.size()) {
-    char32_t cp = 0;
-    std::size_t len = utf8_sequence(s, i, &cp);
-    if (len > 0 && (!is_control(cp) || (keep_newlines && (cp == '\n' || cp == '\t')))) {
-      out.append(s.substr(i, len));
-      i += len;
-      continue;
-    }
-    const std::size_t n = len > 0 ? len : 1;  // a C1 control is two bytes: both shown
-    for (std::size_t k = 0; k < n; ++k) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(s[i + k]));
-      out += buf;
-    }
-    i += n;
-  }
-  return out;
+  return map_characters(
+      s, [&](char32_t cp) { return !is_control(cp) || (keep_newlines && (cp == '\n' || cp == '\t')); },
+      [&](std::string& out, std::size_t i, std::size_t len) {
+        for (std::size_t k = 0; k < (len > 0 ? len : 1); ++k) {  // a C1 control is two bytes: both shown
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(s[i + k]));
+          out += buf;
+        }
+      });
 }
 
 std::string safe_file_name(std::string_view s) {

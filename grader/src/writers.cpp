@@ -66,6 +66,18 @@ std::string indent_printable(const std::string& text, const std::string& pad) {
   return out;
 }
 
+// The entity of a markup character, or nullptr: & < > always, and the quotes where XML attribute values need them.
+const char* markup_entity(char c, bool quotes) {
+  switch (c) {
+    case '&': return "&amp;";
+    case '<': return "&lt;";
+    case '>': return "&gt;";
+    case '"': return quotes ? "&quot;" : nullptr;
+    case '\'': return quotes ? "&apos;" : nullptr;
+    default: return nullptr;
+  }
+}
+
 // A Markdown table cell, heading or list line of text a student may control (a folder name, a message): valid
 // UTF-8 without control characters, HTML's < > & as entities and Markdown's \ ` * _ [ ] escaped, so that it stays
 // text (no live HTML, image, link or emphasis); | escaped so it stays one cell; line breaks as <br>.
@@ -80,16 +92,11 @@ std::string md_cell(const std::string& raw) {
       out += c;
       continue;
     }
+    if (const char* entity = markup_entity(c, false)) {
+      out += entity;
+      continue;
+    }
     switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
       case '\n':
         out += "<br>";
         break;
@@ -282,25 +289,9 @@ std::string xml_escape(const std::string& raw) {
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
+    const char* entity = markup_entity(c, true);
+    if (entity) out += entity;
+    else out += c;
   }
   return out;
 }
