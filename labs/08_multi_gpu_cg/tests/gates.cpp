@@ -275,7 +275,10 @@ void check_solver(Scheme s, const std::vector<std::vector<int>>& teams) {
     if (!labkit::gate::sanitizer_small_shapes()) {
       check_converges(s, team, labkit::poisson2d(45, 38), "2D Poisson 45 x 38");
       check_converges(s, team, labkit::random_spd(2003, 9, labkit::gate::seed("spd")), "random SPD");
-      check_unreachable(s, team, labkit::poisson2d(100, 100), "2D Poisson 100 x 100");
+      // On the largest team only: trusting the updated residual is the host loop's logic, the same on every team,
+      // and each solve runs about 500 iterations of the team's exchanges (on two H200s, on all four virtual teams,
+      // it added 3.3-4 s to each correctness gate).
+      if (&devices == &teams.back()) check_unreachable(s, team, labkit::poisson2d(100, 100), "2D Poisson 100 x 100");
     }
     check_fixed_iterations(s, team, labkit::poisson3d(11, 9, 7), 7, 16, "3D Poisson 11 x 9 x 7");
     // 37 = 2 * 16 + 5: step 4 must stop inside its third batch. The default checks' racecheck leaves it to memcheck:
