@@ -206,6 +206,10 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
   results.clear();
   for (const auto& plan : labs_) results.push_back(make_lab_result(plan.rubric, plan.recipe.name, plan.hidden));
   std::vector<std::optional<LabBuildSpec>> specs(labs_.size());
+  // What the object check asks the instructor to read (find_hidden_syscalls), per lab: its files are inspected
+  // side by side.
+  std::vector<std::vector<std::string>> object_notes(labs_.size());
+  std::mutex object_notes_mu;
   for (std::size_t i = 0; i < labs_.size(); ++i) {
     const LabPlan& plan = labs_[i];
     const Recipe& r = plan.recipe;
@@ -257,8 +261,13 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
       spec.compile_tmp.push_back(build / "tmp" / (lab_tag(r) + "." + std::to_string(k + 1)));
       fs::create_directories(spec.compile_tmp.back());
     }
-    spec.inspect = [this, &plan, ps = spec.process](const std::string& src, const fs::path& obj) {
-      return inspect_object(ps, plan, src, obj);
+    spec.inspect = [this, &plan, ps = spec.process, notes = &object_notes[i], mu = &object_notes_mu](
+                       const std::string& src, const fs::path& obj) {
+      std::vector<std::string> found;
+      std::string refusal = inspect_object(ps, plan, src, obj, &found);
+      std::lock_guard<std::mutex> lock(*mu);
+      notes->insert(notes->end(), found.begin(), found.end());
+      return refusal;
     };
     specs[i] = std::move(spec);
   }
@@ -273,6 +282,10 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
       specs[i]->token_order = order * labs_.size() + rank[i];  // the student's place first, then the lab's
       const LabBuild built = build_lab(labs_[i].recipe, *specs[i]);
       apply_build(results[i], built);
+      {
+        std::lock_guard<std::mutex> lock(object_notes_mu);
+        results[i].notes.insert(results[i].notes.end(), object_notes[i].begin(), object_notes[i].end());
+      }
       if (!built.lab_problem.empty()) return;
       // Copied by the grader, so the copy is the grader's: the slot's processes (the other labs' compiles) cannot
       // change it, and code in attempt 1 cannot replace the binary attempt 2 starts. With descriptors closed on
@@ -296,8 +309,10 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
 }
 
 // nm and objdump run in the sandbox like the compiler (the object is the student's); their output goes to the
-// scratch folder and is read back here. Returns "" or the refusal message.
-std::string Batch::inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj) {
+// scratch folder and is read back here. Returns "" or the refusal message; `notes` gets what is not refused but
+// should be read (hidden system-call bytes).
+std::string Batch::inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj,
+                                  std::vector<std::string>* notes) {
   auto run_tool = [&](std::vector<std::string> argv, const std::string& what) -> std::optional<std::string> {
     ps.argv = std::move(argv);
     ps.output = obj.string() + "." + what + ".txt";
@@ -313,6 +328,10 @@ std::string Batch::inspect_object(ProcessSpec ps, const LabPlan& plan, const std
   auto findings = check_symbols(parse_nm_posix(*nm), plan.objects);
   for (auto more : {find_raw_syscalls(*dis), find_early_code(*headers)})
     findings.insert(findings.end(), more.begin(), more.end());
+  // Not a refusal (a constant can hold the same bytes): a note for the instructor, on the lab and in report.md.
+  if (notes)
+    for (const auto& f : find_hidden_syscalls(*dis))
+      notes->push_back(std::string(kObjectReviewNote) + "student/" + src + ", " + f.symbol + ": " + f.reason);
   // The headers the file included (the compile's -MD list, written by the compiler, not the student): a library
   // that none of the file's gates allows. A missing list (a compiler that could not write it) is a refusal too,
   // since its absence would let any library in.

@@ -183,7 +183,8 @@ class Batch {
   std::vector<std::pair<std::string, std::string>> environment(const fs::path& writable, const std::string& gpu) const;
   // batch.cpp
   void compile(Submission& s, int slot, std::size_t order);
-  std::string inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj);
+  std::string inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj,
+                             std::vector<std::string>* notes);
   void run_gates_of(Submission& s, int slot, const std::string& gpu, int worker);
   void finish(Submission& s);
   void set_running(int worker, bool running);  // for the ETA: when the worker's current run started

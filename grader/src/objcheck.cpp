@@ -568,6 +568,55 @@ std::vector<ObjFinding> find_raw_syscalls(const std::string& objdump_text) {
   return out;
 }
 
+std::vector<ObjFinding> find_hidden_syscalls(const std::string& objdump_text) {
+  // objdump -d: "   4:\t0f 05                \tsyscall"; an instruction longer than 7 bytes goes on with a line of
+  // bytes and no mnemonic ("   b:\t00 00 "). The bytes of each function in order, and where its instructions start.
+  static const std::regex function(R"(^[0-9a-f]+ <(.+)>:$)");
+  std::vector<ObjFinding> out;
+  std::string current;
+  std::vector<unsigned char> bytes;
+  std::vector<bool> starts;
+  auto scan = [&] {
+    for (std::size_t i = 0; i + 1 < bytes.size(); ++i) {
+      const unsigned a = bytes[i], b = bytes[i + 1];
+      const bool pair = (a == 0x0f && (b == 0x05 || b == 0x34)) || (a == 0xcd && b == 0x80);
+      if (!pair || starts[i]) continue;  // a decoded syscall is find_raw_syscalls' (refused)
+      out.push_back({demangle(current), "holds the bytes of a system-call instruction (" +
+                                            std::string(a == 0x0f ? (b == 0x05 ? "syscall" : "sysenter") : "int $0x80") +
+                                            ") inside another instruction, " + std::to_string(i) +
+                                            " bytes in: a jump into them runs a system call that the disassembly "
+                                            "does not show, or it is a constant that happens to hold them"});
+      break;  // one note per function
+    }
+    bytes.clear();
+    starts.clear();
+  };
+  for (const auto& line : split_lines(objdump_text)) {
+    std::smatch m;
+    if (ends_with(line, ">:") && std::regex_match(line, m, function)) {
+      scan();
+      current = m[1].str();
+      continue;
+    }
+    // By hand, not by regex: a Thrust object disassembles to hundreds of thousands of lines.
+    const std::size_t colon = line.find(":\t");
+    if (current.empty() || colon == std::string::npos) continue;
+    const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+    std::size_t k = colon + 2, first = bytes.size();
+    while (k + 1 < line.size() && hex(line[k]) && hex(line[k + 1]) &&
+           (k + 2 == line.size() || line[k + 2] == ' ' || line[k + 2] == '\t')) {
+      bytes.push_back(static_cast<unsigned char>(std::stoul(line.substr(k, 2), nullptr, 16)));
+      starts.push_back(false);
+      k += 3;
+    }
+    // The instruction's mnemonic follows its bytes after a tab; a line of bytes alone continues the one before.
+    const std::size_t tab = line.find('\t', colon + 2);
+    if (bytes.size() > first && tab != std::string::npos && !trim(line.substr(tab)).empty()) starts[first] = true;
+  }
+  scan();
+  return out;
+}
+
 std::vector<ObjFinding> find_early_code(const std::string& objdump_headers) {
   // objdump -h: "  5 .init_array.00101 00000008  0000000000000000 ..." (index, name, size, ...).
   static const std::regex section(R"(^\s*\d+\s+(\S+)\s)");

@@ -60,6 +60,12 @@ std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, con
 // Raw system-call instructions in the host code of `objdump -d` output ("function: syscall").
 std::vector<ObjFinding> find_raw_syscalls(const std::string& objdump_text);
 
+// The bytes of a system-call instruction (0f 05, 0f 34, cd 80) inside another instruction of the host code, one
+// finding per function: objdump decodes linearly, so `jmp 1f+1` into a `mov` immediate runs a syscall that
+// find_raw_syscalls cannot see. A constant can hold the same bytes, so the grader does not refuse for this: it notes
+// the file for the instructor to read (a lab note starting with kObjectReviewNote, listed in report.md).
+std::vector<ObjFinding> find_hidden_syscalls(const std::string& objdump_text);
+
 // Code that runs before main(), ahead of the gates' start-up (labkit's constructor that closes /proc to writes), or
 // after their end: `objdump -h` sections .preinit_array, prioritised constructors (.init_array.NNNNN, .ctors*),
 // .init and .fini (spliced into the program's _init/_fini), .fini_array and .dtors. An object's plain static

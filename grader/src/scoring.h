@@ -105,6 +105,9 @@ inline constexpr const char* kHiddenRunNote = "[hidden gates] ";
 // Notes that say another process computed on the student's GPU when its speed gates were timed (batch.cpp):
 // the class report lists those students for a second grading.
 inline constexpr const char* kSharedGpuNote = "[shared GPU] ";
+// Notes of the object check that are not refusals but ask the instructor to read a file's code (batch.cpp,
+// objcheck.h's find_hidden_syscalls): the class report lists them.
+inline constexpr const char* kObjectReviewNote = "[object code to read] ";
 
 // ---- the rubric --------------------------------------------------------------------------------------------
 

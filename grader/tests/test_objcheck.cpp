@@ -217,6 +217,36 @@ TEST_CASE("raw system calls in the disassembly", "[objcheck]") {
   CHECK_THAT(describe_refusal("x.cu", f), ContainsSubstring("refused: student/x.cu"));
 }
 
+TEST_CASE("system-call bytes inside other instructions are noted, not refused", "[objcheck]") {
+  const std::string dis =
+      "0000000000000000 <_ZN5lab426hiddenEl>:\n"
+      "   0:\t48 89 f8             \tmov    %rdi,%rax\n"
+      "   3:\teb 01                \tjmp    6 <_ZN5lab426hiddenEl+0x6>\n"
+      "   5:\tb8 0f 05 90 90       \tmov    $0x9090050f,%eax\n"
+      "   a:\tc3                   \tret\n"
+      // A decoded syscall at an instruction's start is find_raw_syscalls' (a refusal), not this note.
+      "0000000000000010 <_ZN5lab423rawEv>:\n"
+      "  10:\t0f 05                \tsyscall\n"
+      "  12:\tc3                   \tret\n"
+      // An instruction longer than objdump's 7 bytes a line goes on without a mnemonic: its bytes are inside it.
+      "0000000000000020 <_ZN5lab424longEv>:\n"
+      "  20:\t48 b8 11 22 33 44 55 \tmovabs $0x80cd665544332211,%rax\n"
+      "  27:\t66 cd 80 \n"
+      "  2a:\tc3                   \tret\n"
+      // Different functions never join: the last byte of one and the first of the next are not a pair.
+      "0000000000000030 <_ZN5lab421aEv>:\n"
+      "  30:\t0f                   \t.byte 0xf\n"
+      "0000000000000031 <_ZN5lab421bEv>:\n"
+      "  31:\t05 00 00 00 00       \tadd    $0x0,%eax\n";
+  auto f = find_hidden_syscalls(dis);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].symbol == "lab42::hidden(long)");
+  CHECK_THAT(f[0].reason, ContainsSubstring("(syscall) inside another instruction, 6 bytes in"));
+  CHECK(f[1].symbol == "lab42::long()");
+  CHECK_THAT(f[1].reason, ContainsSubstring("(int $0x80)"));
+  CHECK(find_raw_syscalls(dis).size() == 1);  // raw(): the plain one
+}
+
 TEST_CASE("code that runs before the gates' start-up", "[objcheck]") {
   // objdump -h of an object with a prioritised constructor and a pre-initialiser; plain .init_array is allowed.
   const std::string headers =
@@ -283,8 +313,11 @@ TEST_CASE("an object compiled here: nm and objdump as the grader runs them", "[o
     ObjPolicy p;
     p.lab_namespace = "lab42";
     auto f = check_symbols(parse_nm_posix(run_command({nm->string(), "-P", obj.string()}).output), p);
-    auto raw = find_raw_syscalls(run_command({objdump->string(), "-d", obj.string()}).output);
+    const std::string dis = run_command({objdump->string(), "-d", obj.string()}).output;
+    auto raw = find_raw_syscalls(dis);
     f.insert(f.end(), raw.begin(), raw.end());
+    auto hidden = find_hidden_syscalls(dis);  // a note for the instructor, not a refusal
+    f.insert(f.end(), hidden.begin(), hidden.end());
     return f;
   };
   auto clean = compile("clean", R"(
@@ -311,6 +344,12 @@ TEST_CASE("an object compiled here: nm and objdump as the grader runs them", "[o
     namespace lab42 {
     long pid() { long r = 39; asm volatile("syscall" : "+a"(r) : : "rcx", "r11", "memory"); return r + force; }
     long forge() { return write(3, "{}\n", 3); }
+    // A system call hidden from linear disassembly: the jump lands inside what objdump decodes as one `mov`.
+    long hidden(long nr) {
+      long r;
+      asm volatile("jmp 1f+1\n\t1: .byte 0xb8,0x0f,0x05,0x90,0x90" : "=a"(r) : "a"(nr) : "rcx", "r11", "memory");
+      return r;
+    }
     }  // namespace lab42
   )");
   std::string all;
@@ -320,6 +359,8 @@ TEST_CASE("an object compiled here: nm and objdump as the grader runs them", "[o
   CHECK_THAT(all, ContainsSubstring("setenv: uses `setenv`"));
   CHECK_THAT(all, ContainsSubstring("lab42::pid(): contains a raw `syscall`"));
   CHECK_THAT(all, ContainsSubstring("write: uses `write`"));
+  CHECK_THAT(all, ContainsSubstring("lab42::hidden(long): holds the bytes of a system-call instruction (syscall) "
+                                    "inside another instruction"));
 }
 
 TEST_CASE("a library whose exports cannot be read stops the batch instead of weakening the check", "[objcheck]") {

@@ -150,6 +150,15 @@ TEST_CASE("the class report lists passed speed figures well above the reference,
   CHECK_THAT(with_shared, ContainsSubstring("| shared | other processes computed on this student's GPU"));
   CHECK_THAT(with_shared, ContainsSubstring("pid 4242 (python3) on GPU 0"));
   CHECK_FALSE(contains(markdown_report({with_ratio("a", 1.0, 0.8)}, "Class"), "beside other GPU processes"));
+  // A file whose object holds system-call bytes inside another instruction (the object check's note): listed to read.
+  SubmissionResult hidden = with_ratio("hides", 0.9, 0.8);
+  hidden.labs[0].notes.push_back(std::string(kObjectReviewNote) +
+                                 "student/step5f_tuned.cu, lab01::hidden(long): holds the bytes of a system-call "
+                                 "instruction (syscall) inside another instruction, 6 bytes in");
+  const std::string with_hidden = markdown_report({with_ratio("a", 1.0, 0.8), hidden}, "Class");
+  CHECK_THAT(with_hidden, ContainsSubstring("### Object code to read"));
+  CHECK_THAT(with_hidden, ContainsSubstring("| hides | lab01, student/step5f_tuned.cu, lab01::hidden(long): holds"));
+  CHECK_FALSE(contains(markdown_report({with_ratio("a", 1.0, 0.8)}, "Class"), "Object code to read"));
   // Nobody above: one line that says so.
   CHECK_THAT(markdown_report({with_ratio("a", 1.0, 0.8), with_ratio("b", 0.9, 0.8)}, "Class"),
              ContainsSubstring("No passed speed gate measured 15 % or more above the rubric's reference."));
