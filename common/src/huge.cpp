@@ -146,25 +146,16 @@ void HugeDeviceArray::release() noexcept {
   mapped_ = 0, chunk_handle_ = tail_handle_ = 0, base_ = 0;
 }
 
-void HugeDeviceArray::fill_chunk(const std::vector<unsigned char>& host) {
-  if (host.size() != chunk_bytes_) throw std::invalid_argument("HugeDeviceArray::fill_chunk: wrong size");
-  if (tail_offset() == 0) throw std::logic_error("HugeDeviceArray::fill_chunk: the range is all tail");
-  LABKIT_CUDA(cudaMemcpy(data(), host.data(), chunk_bytes_, cudaMemcpyHostToDevice));
+void HugeDeviceArray::copy_in(std::size_t offset, const void* host, std::size_t bytes, std::size_t expected,
+                              const char* what) {
+  if (bytes != expected) throw std::invalid_argument(std::string("HugeDeviceArray::") + what + ": wrong size");
+  LABKIT_CUDA(cudaMemcpy(static_cast<unsigned char*>(data()) + offset, host, bytes, cudaMemcpyHostToDevice));
   LABKIT_CUDA(cudaDeviceSynchronize());  // landed before a step on any stream reads it
 }
 
-void HugeDeviceArray::fill_tail(const std::vector<unsigned char>& host) {
-  if (host.size() != tail_bytes_) throw std::invalid_argument("HugeDeviceArray::fill_tail: wrong size");
-  LABKIT_CUDA(cudaMemcpy(reinterpret_cast<unsigned char*>(data()) + tail_offset(), host.data(), tail_bytes_,
-                         cudaMemcpyHostToDevice));
-  LABKIT_CUDA(cudaDeviceSynchronize());
-}
-
-std::vector<unsigned char> HugeDeviceArray::read_tail() const {
-  std::vector<unsigned char> host(tail_bytes_);
-  LABKIT_CUDA(cudaMemcpy(host.data(), reinterpret_cast<const unsigned char*>(data()) + tail_offset(), tail_bytes_,
+void HugeDeviceArray::copy_out(void* host, std::size_t bytes) const {
+  LABKIT_CUDA(cudaMemcpy(host, static_cast<const unsigned char*>(data()) + tail_offset(), bytes,
                          cudaMemcpyDeviceToHost));
-  return host;
 }
 
 }  // namespace labkit

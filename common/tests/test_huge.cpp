@@ -1,7 +1,6 @@
 // labkit::HugeDeviceArray (huge.h): a range past 2^32 floats over one repeated chunk and a tail of its own.
 #include <catch2/catch_test_macros.hpp>
 
-#include <cstring>
 #include <vector>
 
 #include "labkit/buffer.h"
@@ -10,12 +9,10 @@
 #include "test_kernels.h"
 
 namespace {
-std::vector<unsigned char> counting_floats(std::size_t bytes, float first) {
+std::vector<float> counting_floats(std::size_t bytes, float first) {
   std::vector<float> v(bytes / sizeof(float));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = first + float(i % 1000003);
-  std::vector<unsigned char> b(bytes);
-  std::memcpy(b.data(), v.data(), bytes);
-  return b;
+  return v;
 }
 }  // namespace
 
@@ -28,11 +25,10 @@ TEST_CASE("a huge device array reads its chunk again and again, and its tail onc
   REQUIRE(src.tail_offset() + src.tail_bytes() == src.bytes());
   REQUIRE(src.tail_offset() % src.chunk_bytes() == 0);
   const std::size_t chunk = src.chunk_bytes() / 4, first = src.tail_offset() / 4;
-  const auto chunk_bytes = counting_floats(src.chunk_bytes(), 0.f), tail_bytes = counting_floats(src.tail_bytes(), 1e6f);
-  src.fill_chunk(chunk_bytes);
-  src.fill_tail(tail_bytes);
-  dst.fill_chunk(std::vector<unsigned char>(dst.chunk_bytes(), 0));
-  dst.fill_tail(std::vector<unsigned char>(dst.tail_bytes(), 0));
+  src.fill_chunk(counting_floats(src.chunk_bytes(), 0.f));
+  src.fill_tail(counting_floats(src.tail_bytes(), 1e6f));
+  dst.fill_chunk(std::vector<float>(dst.chunk_bytes() / 4, 0.f));
+  dst.fill_tail(std::vector<float>(dst.tail_bytes() / 4, 0.f));
   // Indices across the whole range: the start, both sides of 2^31 and 2^32, the chunk's seams, the tail, n - 1.
   const std::vector<unsigned long long> at = {0,          1,          chunk - 1,     chunk,     (1ull << 31) - 1,
                                               1ull << 31, first - 1,  first,         n - 2,     n - 1,
@@ -49,9 +45,7 @@ TEST_CASE("a huge device array reads its chunk again and again, and its tail onc
     CHECK(got[k] == expected);
   }
   // What the kernel stored in the tail is there, once each; below the tail it went to the shared chunk.
-  const auto back = dst.read_tail();
-  std::vector<float> tail(back.size() / 4);
-  std::memcpy(tail.data(), back.data(), back.size());
+  const auto tail = dst.read_tail<float>();
   for (std::size_t k = 0; k < at.size(); ++k)
     if (at[k] >= first) CHECK(tail[at[k] - first] == float(k) + 0.5f);
   CHECK(tail[1] == 0.f);  // no index wrote it
@@ -67,5 +61,5 @@ TEST_CASE("a huge device array whose length is no whole number of chunks", "[gpu
   CHECK(a.tail_bytes() >= (std::size_t(1) << 21));
   CHECK(a.tail_bytes() < a.chunk_bytes() + (std::size_t(1) << 21) + 1);
   a.fill_tail(std::vector<unsigned char>(a.tail_bytes(), 7));
-  CHECK(a.read_tail()[a.tail_bytes() - 1] == 7);
+  CHECK(a.read_tail<unsigned char>()[a.tail_bytes() - 1] == 7);
 }

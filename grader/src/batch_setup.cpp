@@ -283,9 +283,7 @@ void Batch::choose_sandbox() {
   fs::path helper = opts_.out / ".work" / "bin" / "labgrade";
   fs::create_directories(helper.parent_path());
   ::chmod(helper.parent_path().c_str(), 0755);
-  fs::copy_file(sandbox_.helper, helper.string() + ".new", fs::copy_options::overwrite_existing);
-  ::chmod((helper.string() + ".new").c_str(), 0755);
-  fs::rename(helper.string() + ".new", helper);
+  copy_file_for_exec(sandbox_.helper, helper, 0755);  // every sandboxed start execs it (see batch.cpp's gate copies)
   sandbox_.helper = helper;
   // "auto" must never quietly mean "nothing": without bubblewrap a submission can #include the reference
   // solution or read the hidden gates, so grading untrusted work that way takes an explicit --sandbox none.

@@ -462,7 +462,8 @@ std::vector<ObjFinding> check_symbols(const std::vector<ObjSymbol>& symbols, con
     const std::string shown = demangle(name);
     if (!s.defined()) {
       bool allowed_use = false;
-      for (const auto& r : kSymbolRules) allowed_use = allowed_use || (r.kind == SymbolRule::allow_use && r.pattern == name);
+      for (const auto& r : kSymbolRules)
+        allowed_use = allowed_use || (r.kind == SymbolRule::allow_use && r.pattern == name);
       if (allowed_use) continue;
       for (const auto& r : kSymbolRules) {
         bool hit = (r.kind == SymbolRule::forbid_use && scope.empty() && matches(r.pattern, name)) ||
@@ -581,8 +582,8 @@ std::vector<ObjFinding> find_hidden_syscalls(const std::string& objdump_text) {
       const unsigned a = bytes[i], b = bytes[i + 1];
       const bool pair = (a == 0x0f && (b == 0x05 || b == 0x34)) || (a == 0xcd && b == 0x80);
       if (!pair || starts[i]) continue;  // a decoded syscall is find_raw_syscalls' (refused)
-      out.push_back({demangle(current), "holds the bytes of a system-call instruction (" +
-                                            std::string(a == 0x0f ? (b == 0x05 ? "syscall" : "sysenter") : "int $0x80") +
+      const char* kind = a == 0x0f ? (b == 0x05 ? "syscall" : "sysenter") : "int $0x80";
+      out.push_back({demangle(current), "holds the bytes of a system-call instruction (" + std::string(kind) +
                                             ") inside another instruction, " + std::to_string(i) +
                                             " bytes in: a jump into them runs a system call that the disassembly "
                                             "does not show, or it is a constant that happens to hold them"});
@@ -601,17 +602,21 @@ std::vector<ObjFinding> find_hidden_syscalls(const std::string& objdump_text) {
     // By hand, not by regex: a Thrust object disassembles to hundreds of thousands of lines.
     const std::size_t colon = line.find(":\t");
     if (current.empty() || colon == std::string::npos) continue;
-    const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+    const auto nibble = [](char c) {  // objdump writes lower-case hex; -1 for anything else
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    };
     std::size_t k = colon + 2, first = bytes.size();
-    while (k + 1 < line.size() && hex(line[k]) && hex(line[k + 1]) &&
+    while (k + 1 < line.size() && nibble(line[k]) >= 0 && nibble(line[k + 1]) >= 0 &&
            (k + 2 == line.size() || line[k + 2] == ' ' || line[k + 2] == '\t')) {
-      bytes.push_back(static_cast<unsigned char>(std::stoul(line.substr(k, 2), nullptr, 16)));
+      bytes.push_back(static_cast<unsigned char>(nibble(line[k]) * 16 + nibble(line[k + 1])));
       starts.push_back(false);
       k += 3;
     }
     // The instruction's mnemonic follows its bytes after a tab; a line of bytes alone continues the one before.
     const std::size_t tab = line.find('\t', colon + 2);
-    if (bytes.size() > first && tab != std::string::npos && !trim(line.substr(tab)).empty()) starts[first] = true;
+    if (bytes.size() > first && tab != std::string::npos &&
+        line.find_first_not_of(" \t", tab) != std::string::npos)
+      starts[first] = true;
   }
   scan();
   return out;
@@ -622,7 +627,8 @@ std::vector<ObjFinding> find_early_code(const std::string& objdump_headers) {
   static const std::regex section(R"(^\s*\d+\s+(\S+)\s)");
   // .init and .fini are spliced into the program's _init/_fini (before every constructor); .fini_array and
   // .dtors run after the gates' end. Only a plain .init_array (static initialisers) is allowed.
-  static const std::regex early(R"(^(\.preinit_array.*|\.init_array\..+|\.ctors.*|\.dtors.*|\.init|\.fini|\.fini_array.*)$)");
+  static const std::regex early(
+      R"(^(\.preinit_array.*|\.init_array\..+|\.ctors.*|\.dtors.*|\.init|\.fini|\.fini_array.*)$)");
   std::vector<ObjFinding> out;
   for (const auto& line : split_lines(objdump_headers)) {
     std::smatch m;
@@ -676,41 +682,44 @@ std::string describe_refusal(const std::string& source, const std::vector<ObjFin
   return msg;
 }
 
-std::map<std::string, std::set<std::string>> exported_symbols_each(const std::vector<std::string>& shared_libraries,
-                                                                   const std::string& nm, int jobs) {
-  const std::set<std::string> unique(shared_libraries.begin(), shared_libraries.end());
-  const std::vector<std::string> libs(unique.begin(), unique.end());
-  std::vector<std::set<std::string>> names(libs.size());
-  // A library whose exports could not be read would quietly let a student object redefine any of them (a weak
-  // definition replaces the library's in the gate binary): the batch stops instead.
-  for_each_concurrently(libs.size(), jobs, [&](std::size_t i) {
-    auto r = run_command({nm, "-D", "--defined-only", "-P", libs[i]}, 120);
-    if (r.exit_code != 0)
-      throw UserError("cannot read the symbols " + libs[i] + " exports, which the check of student objects needs (" +
-                      (r.timed_out ? "nm took longer than 120 s" : "nm: " + trim_message(r.output, 3, 400)) + ")");
-    for (const auto& s : parse_nm_posix(r.output)) names[i].insert(unversioned(s.name));
-  });
-  std::map<std::string, std::set<std::string>> out;
-  for (std::size_t i = 0; i < libs.size(); ++i) out[libs[i]] = std::move(names[i]);
-  return out;
-}
-
-std::map<std::string, std::set<std::string>> defined_symbols_each(const std::vector<std::string>& files,
-                                                                  const std::string& nm, int jobs) {
+namespace {
+// `nm <flags> -P` of each file once, up to `jobs` at a time: the names `keep` accepts, versions stripped. A file
+// whose symbols cannot be read would let a student object redefine or outlive what it holds unseen: the batch stops
+// instead.
+std::map<std::string, std::set<std::string>> nm_each(const std::vector<std::string>& files, const std::string& nm,
+                                                     int jobs, const std::vector<std::string>& flags,
+                                                     const std::string& verb, bool (*keep)(const ObjSymbol&)) {
   const std::set<std::string> unique(files.begin(), files.end());
   const std::vector<std::string> list(unique.begin(), unique.end());
   std::vector<std::set<std::string>> names(list.size());
   for_each_concurrently(list.size(), jobs, [&](std::size_t i) {
-    auto r = run_command({nm, "-P", "--defined-only", list[i]}, 120);
+    std::vector<std::string> argv = {nm};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"-P", list[i]});
+    auto r = run_command(argv, 120);
     if (r.exit_code != 0)
-      throw UserError("cannot read the symbols " + list[i] + " defines, which the check of student objects needs (" +
+      throw UserError("cannot read the symbols " + list[i] + " " + verb +
+                      ", which the check of student objects needs (" +
                       (r.timed_out ? "nm took longer than 120 s" : "nm: " + trim_message(r.output, 3, 400)) + ")");
     for (const auto& s : parse_nm_posix(r.output))
-      if (s.defined() && s.global()) names[i].insert(unversioned(s.name));
+      if (keep(s)) names[i].insert(unversioned(s.name));
   });
   std::map<std::string, std::set<std::string>> out;
   for (std::size_t i = 0; i < list.size(); ++i) out[list[i]] = std::move(names[i]);
   return out;
+}
+}  // namespace
+
+std::map<std::string, std::set<std::string>> exported_symbols_each(const std::vector<std::string>& shared_libraries,
+                                                                   const std::string& nm, int jobs) {
+  return nm_each(shared_libraries, nm, jobs, {"-D", "--defined-only"}, "exports",
+                 [](const ObjSymbol&) { return true; });
+}
+
+std::map<std::string, std::set<std::string>> defined_symbols_each(const std::vector<std::string>& files,
+                                                                  const std::string& nm, int jobs) {
+  return nm_each(files, nm, jobs, {"--defined-only"}, "defines",
+                 [](const ObjSymbol& s) { return s.defined() && s.global(); });
 }
 
 }  // namespace labgrade

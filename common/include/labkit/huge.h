@@ -17,6 +17,7 @@
 // machine without a driver.
 #pragma once
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,22 @@ class HugeDeviceArray {
   std::size_t tail_bytes() const { return tail_bytes_; }
 
   // Copies `host` (chunk_bytes() of it) into the chunk, or into the tail (tail_bytes()); both wait for the copy.
-  void fill_chunk(const std::vector<unsigned char>& host);
-  void fill_tail(const std::vector<unsigned char>& host);
-  std::vector<unsigned char> read_tail() const;
+  template <class T>
+  void fill_chunk(const std::vector<T>& host) {
+    if (tail_offset() == 0) throw std::logic_error("HugeDeviceArray::fill_chunk: the range is all tail");
+    copy_in(0, host.data(), host.size() * sizeof(T), chunk_bytes_, "fill_chunk");
+  }
+  template <class T>
+  void fill_tail(const std::vector<T>& host) {
+    copy_in(tail_offset(), host.data(), host.size() * sizeof(T), tail_bytes_, "fill_tail");
+  }
+  // The tail as elements of T (tail_bytes() / sizeof(T) of them).
+  template <class T>
+  std::vector<T> read_tail() const {
+    std::vector<T> host(tail_bytes_ / sizeof(T));
+    copy_out(host.data(), host.size() * sizeof(T));
+    return host;
+  }
 
   // "" when the current device can map such a range; otherwise why not (a gate leaves its huge case out then, and
   // says so).
@@ -50,6 +64,8 @@ class HugeDeviceArray {
 
  private:
   void release() noexcept;
+  void copy_in(std::size_t offset, const void* host, std::size_t bytes, std::size_t expected, const char* what);
+  void copy_out(void* host, std::size_t bytes) const;
   unsigned long long base_ = 0;
   std::size_t bytes_ = 0, chunk_bytes_ = 0, tail_bytes_ = 0;
   unsigned long long chunk_handle_ = 0, tail_handle_ = 0;

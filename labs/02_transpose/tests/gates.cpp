@@ -221,22 +221,15 @@ void check_huge(Step step) {
   const std::size_t out_first = dout.tail_offset() / sizeof(float), tail = dout.tail_bytes() / sizeof(float);
   const auto in_chunk = labkit::random_floats(chunk, labkit::gate::seed("huge in chunk"));
   const auto in_tail = labkit::random_floats(din.tail_bytes() / sizeof(float), labkit::gate::seed("huge in tail"));
-  auto bytes_of = [](const std::vector<float>& v) {
-    std::vector<unsigned char> b(v.size() * sizeof(float));
-    std::memcpy(b.data(), v.data(), b.size());
-    return b;
-  };
-  din.fill_chunk(bytes_of(in_chunk));
-  din.fill_tail(bytes_of(in_tail));
-  dout.fill_chunk(std::vector<unsigned char>(dout.chunk_bytes(), 0));
-  dout.fill_tail(bytes_of(std::vector<float>(tail, labkit::poison_value<float>())));
+  din.fill_chunk(in_chunk);
+  din.fill_tail(in_tail);
+  dout.fill_chunk(std::vector<float>(chunk, 0.f));
+  dout.fill_tail(std::vector<float>(tail, labkit::poison_value<float>()));
   labkit::gate::own_kernels(kStepName[int(step)], [&] {
     run(step, kHuge.rows, kHuge.cols, static_cast<const float*>(din.data()), static_cast<float*>(dout.data()));
   });
   LABKIT_CUDA(cudaDeviceSynchronize());
-  const auto raw = dout.read_tail();
-  std::vector<float> got(tail);
-  std::memcpy(got.data(), raw.data(), raw.size());
+  const auto got = dout.read_tail<float>();
   auto in_at = [&](std::size_t i) { return i < in_first ? in_chunk[i % chunk] : in_tail[i - in_first]; };
   std::size_t wrong = 0, unwritten = 0, first_wrong = tail;
   for (std::size_t k = 0; k < tail; ++k) {
