@@ -95,8 +95,11 @@ void detail::trace_checkpoint(std::string_view context, bool ok) {
   c.checkpoint = now;
   if (std::FILE* f = std::fopen(path, "a")) {
     const char* tool = std::getenv("LABKIT_SANITIZER");
+    // "t", the wall clock in seconds: the lines of every process of a run on one time line (which labs' gates and
+    // checks ran at the same time).
+    const double t = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::fputs(nlohmann::json{{"lab", c.lab}, {"pid", static_cast<long>(getpid())}, {"gate", c.gate},
-                              {"context", context}, {"ok", ok}, {"ms", ms}, {"sanitizer", tool ? tool : ""}}
+                              {"context", context}, {"ok", ok}, {"ms", ms}, {"sanitizer", tool ? tool : ""}, {"t", t}}
                    .dump()
                    .c_str(),
                f);
