@@ -209,9 +209,10 @@ bool repeat_runs() { return !under_sanitizer(); }
 
 // The default checks run on every graded submission, so they keep only the cases a sixteenth of the gate's cap
 // allows: still every odd size, edge tile and several blocks, at a fraction of the instrumented run time.
-SanitizerCap::SanitizerCap(double cap, std::string unit, double race_cap)
+SanitizerCap::SanitizerCap(double cap, std::string unit, double race_cap, double small_cap)
     : cap_(!sanitizer_small_shapes()                                 ? cap
            : race_cap > 0 && sanitizer_tool() == "racecheck" ? race_cap
+           : small_cap > 0                                    ? small_cap
                                                                      : cap / kSmallShapesDivisor),
       unit_(std::move(unit)) {}
 

@@ -97,6 +97,30 @@ TEST_CASE("racecheck in the default checks takes the lab's race cap where it giv
   unsetenv("LABKIT_SANITIZER");
 }
 
+TEST_CASE("a gate's own small-shapes cap replaces the sixteenth in the default checks only", "[gate]") {
+  setenv("LABKIT_SANITIZER_SMALL", "1", 1);
+  setenv("LABKIT_SANITIZER", "memcheck", 1);
+  {
+    SanitizerCap cap(double(1 << 21), "keys", 4097, 8193);
+    CHECK(!cap.skips(8193, "n = 8193"));
+    CHECK(cap.skips(8194, "n = 8194"));
+    CHECK(cap.summary().find("(above 8193 keys;") != std::string::npos);
+  }
+  setenv("LABKIT_SANITIZER", "racecheck", 1);
+  {
+    SanitizerCap cap(double(1 << 21), "keys", 4097, 8193);  // racecheck keeps its race cap
+    CHECK(!cap.skips(4097, "n = 4097"));
+    CHECK(cap.skips(4098, "n = 4098"));
+  }
+  unsetenv("LABKIT_SANITIZER_SMALL");
+  setenv("LABKIT_SANITIZER", "memcheck", 1);
+  {
+    SanitizerCap cap(double(1 << 21), "keys", 4097, 8193);  // labgrade --sanitize: the full cap
+    CHECK(!cap.skips(double(1 << 21), "n = 2^21"));
+  }
+  unsetenv("LABKIT_SANITIZER");
+}
+
 TEST_CASE("cases left to memcheck are skipped by the default checks' racecheck only", "[gate]") {
   unsetenv("LABKIT_SANITIZER_SMALL");
   unsetenv("LABKIT_SANITIZER");

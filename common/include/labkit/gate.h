@@ -171,10 +171,12 @@ bool repeat_runs();
 // barely shows), so a lab whose kernels live in shared memory can give the default checks' racecheck a cap of its
 // own, `race_cap`, instead of cap / kSmallShapesDivisor: the cases that still put every barrier of a block to work
 // (a race is between the threads of one block; more blocks add time, not coverage). `labgrade --sanitize` keeps
-// the full cap for both tools.
+// the full cap for both tools. Likewise `small_cap`, the default checks' cap for the other tool (memcheck) instead of
+// cap / kSmallShapesDivisor: for a gate whose kernels are launched many times per case (a sorting network's one
+// launch per step), where memcheck pays per launch and the larger cases only add launches of the same kernels.
 class SanitizerCap {
  public:
-  SanitizerCap(double cap, std::string unit, double race_cap = 0);
+  SanitizerCap(double cap, std::string unit, double race_cap = 0, double small_cap = 0);
   SanitizerCap(const SanitizerCap&) = delete;
   SanitizerCap& operator=(const SanitizerCap&) = delete;
   ~SanitizerCap();
