@@ -1,8 +1,10 @@
-// labkit::SlotBatch (slot_batch.h): many small calls of a step in one input and one output buffer.
+// labkit::SlotLayout and SlotBatch (slot_batch.h): many small calls of a step in one input and one output buffer.
 #include "labkit/slot_batch.h"
 
 #include <algorithm>
 #include <cstring>
+#include <iomanip>
+#include <sstream>
 #include <stdexcept>
 
 #include "labkit/check.h"
@@ -12,18 +14,18 @@ namespace labkit {
 
 namespace {
 
-constexpr std::size_t kAlignFloats = 64;  // 256 bytes, cudaMalloc's alignment
-
-std::size_t aligned(std::size_t floats) { return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+std::size_t aligned(std::size_t floats) {
+  return (floats + SlotLayout::kAlignFloats - 1) / SlotLayout::kAlignFloats * SlotLayout::kAlignFloats;
+}
 
 // Where each call's pointer lands in the input (or output) buffer, and the buffer's length in `total`.
-std::vector<std::size_t> layout(const std::vector<SlotBatch::Call>& calls, bool input, std::size_t& total) {
+std::vector<std::size_t> place(const std::vector<SlotCall>& calls, bool input, std::size_t& total) {
   std::vector<std::size_t> at;
   std::size_t pos = 0;
   for (const auto& c : calls) {
     const std::size_t start = aligned(pos) + (input ? c.in_shift : c.out_shift);
     at.push_back(start);
-    pos = start + (input ? c.in_count : c.out_count) + SlotBatch::kGapFloats;
+    pos = start + (input ? c.in_count : c.out_count) + SlotLayout::kGapFloats;
   }
   total = std::max<std::size_t>(pos, 1);
   return at;
@@ -35,15 +37,93 @@ std::uint32_t bits_of(float v) {
   return b;
 }
 
+std::string value_text(float v) {
+  if (is_poison(v)) return "poison (never written)";
+  std::ostringstream os;
+  os << std::setprecision(9) << v;
+  return os.str();
+}
+
 }  // namespace
 
+SlotLayout::SlotLayout(std::vector<SlotCall> calls)
+    : calls_(std::move(calls)), in_at_(place(calls_, true, in_total_)), out_at_(place(calls_, false, out_total_)) {}
+
+int SlotLayout::call_at(std::size_t p) const {
+  int k = -1;
+  while (k + 1 < calls() && out_at_[std::size_t(k + 1)] <= p) ++k;
+  return k;
+}
+
+std::string SlotLayout::mismatch(const std::vector<float>& in, const std::vector<float>& out,
+                                 const std::function<long long(int k, std::size_t j)>& source) const {
+  if (in.size() != in_total_ || out.size() != out_total_)
+    return "the buffers hold " + std::to_string(in.size()) + " and " + std::to_string(out.size()) + " floats, not " +
+           std::to_string(in_total_) + " and " + std::to_string(out_total_);
+  std::size_t p = 0;
+  std::string why;
+  // Every float from p up to `end` must still be poison: it belongs to no call's output.
+  auto poison_until = [&](std::size_t end) {
+    for (; p < end; ++p) {
+      if (is_poison(out[p])) continue;
+      const int k = call_at(p);
+      why = (k < 0 ? std::string("a float before call 0's output")
+                   : "the float " + std::to_string(p - out_at_[std::size_t(k)] - calls_[std::size_t(k)].out_count) +
+                         " past the end of call " + std::to_string(k) + "'s output") +
+            " was written (" + value_text(out[p]) + ")";
+      return false;
+    }
+    return true;
+  };
+  for (int k = 0; k < calls(); ++k) {
+    if (!poison_until(out_at_[std::size_t(k)])) return why;
+    const SlotCall& c = calls_[std::size_t(k)];
+    const float* own_in = in.data() + in_at_[std::size_t(k)];
+    for (std::size_t j = 0; j < c.out_count; ++j, ++p) {
+      const long long s = source(k, j);
+      if (s >= static_cast<long long>(c.in_count))
+        throw std::logic_error("SlotLayout::mismatch: source index past the call's input");
+      if (s < 0 ? is_poison(out[p]) : bits_of(out[p]) == bits_of(own_in[s])) continue;
+      return "call " + std::to_string(k) + "'s out[" + std::to_string(j) + "] is " + value_text(out[p]) +
+             (s < 0 ? ", where nothing may be written"
+                    : ", where its in[" + std::to_string(s) + "] = " + value_text(own_in[s]) + " belongs");
+    }
+  }
+  poison_until(out_total_);
+  return why;
+}
+
+std::string SlotLayout::changed_input(const std::vector<float>& before, const std::vector<float>& now) const {
+  if (before.size() != now.size()) return "the input's length changed";
+  for (int k = 0; k < calls(); ++k)
+    for (std::size_t i = 0; i < calls_[std::size_t(k)].in_count; ++i) {
+      const std::size_t p = in_at_[std::size_t(k)] + i;
+      if (bits_of(now[p]) != bits_of(before[p]))
+        return "call " + std::to_string(k) + "'s in[" + std::to_string(i) + "] changed (" + value_text(before[p]) +
+               " became " + value_text(now[p]) + ")";
+    }
+  return same_bits(before, now) ? "" : "the input changed outside every call's own input";
+}
+
+std::string SlotLayout::runs_differ(const std::vector<float>& first, const std::vector<float>& second) const {
+  if (first.size() != second.size()) return "a second batch's output has another length";
+  for (std::size_t p = 0; p < first.size(); ++p) {
+    if (bits_of(first[p]) == bits_of(second[p])) continue;
+    const int k = call_at(p);
+    const std::string where = k < 0 ? "before call 0's output"
+                                    : "in call " + std::to_string(k) + "'s out[" +
+                                          std::to_string(p - out_at_[std::size_t(k)]) + "]";
+    return "a second batch on the same inputs differs, first " + where + " (" + value_text(first[p]) + ", then " +
+           value_text(second[p]) + ")";
+  }
+  return "";
+}
+
 SlotBatch::SlotBatch(std::vector<Call> calls, std::uint64_t seed)
-    : calls_(std::move(calls)),
-      in_at_(layout(calls_, true, in_total_)),
-      out_at_(layout(calls_, false, out_total_)),
-      in_host_(random_floats(in_total_, seed)),
-      din_(in_total_, "in (all the calls' inputs)"),
-      dout_(out_total_, "out (all the calls' outputs)") {
+    : layout_(std::move(calls)),
+      in_host_(random_floats(layout_.in_total(), seed)),
+      din_(layout_.in_total(), "in (all the calls' inputs)"),
+      dout_(layout_.out_total(), "out (all the calls' outputs)") {
   din_.upload(in_host_);
 }
 
@@ -54,31 +134,27 @@ std::vector<float> SlotBatch::run(const std::function<void()>& launch_all) {
   return dout_.download();
 }
 
-bool SlotBatch::matches(const std::vector<float>& out,
-                        const std::function<long long(int k, std::size_t j)>& source) const {
-  if (out.size() != out_total_) return false;
-  std::size_t p = 0;
-  auto poison_until = [&](std::size_t end) {
-    for (; p < end; ++p)
-      if (!is_poison(out[p])) return false;
-    return true;
-  };
-  for (int k = 0; k < calls(); ++k) {
-    if (!poison_until(out_at_[std::size_t(k)])) return false;
-    const Call& c = calls_[std::size_t(k)];
-    const float* own_in = in_host_.data() + in_at_[std::size_t(k)];
-    for (std::size_t j = 0; j < c.out_count; ++j, ++p) {
-      const long long s = source(k, j);
-      if (s >= static_cast<long long>(c.in_count))
-        throw std::logic_error("SlotBatch::matches: source index past the call's input");
-      if (s < 0 ? !is_poison(out[p]) : bits_of(out[p]) != bits_of(own_in[s])) return false;
-    }
-  }
-  return poison_until(out_total_);
+bool SlotBatch::matches(const std::vector<float>& out, const std::function<long long(int k, std::size_t j)>& source) {
+  why_ = layout_.mismatch(in_host_, out, source);
+  return why_.empty();
 }
 
-bool SlotBatch::intact() const {
-  return din_.check_guards().ok && dout_.check_guards().ok && same_bits(din_.download(), in_host_);
+bool SlotBatch::intact() {
+  if (const auto g = din_.check_guards(); !g.ok) return why_ = g.message, false;
+  if (const auto g = dout_.check_guards(); !g.ok) return why_ = g.message, false;
+  why_ = layout_.changed_input(in_host_, din_.download());
+  return why_.empty();
+}
+
+bool SlotBatch::same_runs(const std::vector<float>& first, const std::vector<float>& second) {
+  why_ = layout_.runs_differ(first, second);
+  return why_.empty();
+}
+
+std::string SlotBatch::failure(const std::string& what) const {
+  return what + ", every call made one after another on slots of its own in one input and one output buffer: " +
+         why_ + "; yet each case passed on buffers of its own. Look for a race (results that change from run to "
+         "run), state kept from one call to the next, or a write far from the output (into another call's slot)";
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {

@@ -1,48 +1,133 @@
-// labkit::SlotBatch (slot_batch.h): many small calls in one input and one output buffer, checked in one download.
+// labkit::SlotLayout and SlotBatch (slot_batch.h): many small calls in one input and one output buffer, checked in
+// one download. The layout and the host-side checks run without a device; the buffers need one.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "labkit/check.h"
 #include "labkit/device.h"
+#include "labkit/guard.h"
 #include "labkit/slot_batch.h"
 
+using labkit::SlotLayout;
+
 namespace {
-// A "step" that copies count floats from in to out, through cudaMemcpy (no kernel of the test's own needed).
-void copy(const float* in, float* out, std::size_t count) {
-  if (count) LABKIT_CUDA(cudaMemcpy(out, in, count * sizeof(float), cudaMemcpyDeviceToDevice));
-}
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 long long same_index(int, std::size_t j) { return static_cast<long long>(j); }
+
+// What a right batch of copies leaves: every call's out[j] = its in[j], poison everywhere else.
+std::vector<float> copies(const SlotLayout& l, const std::vector<float>& in) {
+  std::vector<float> out(l.out_total(), labkit::poison_value<float>());
+  for (int k = 0; k < l.calls(); ++k)
+    for (std::size_t j = 0; j < l.call(k).out_count; ++j) out[l.out_at(k) + j] = in[l.in_at(k) + j];
+  return out;
+}
+std::vector<float> counting(std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = 0.5f + float(i);
+  return v;
+}
 }  // namespace
 
-TEST_CASE("a slot batch: aligned slots, a right batch matches, wrong ones do not", "[gpu][slot_batch]") {
+TEST_CASE("slot layout: slots 256-byte aligned plus their shifts, a gap after each", "[cpu][slot_batch]") {
+  // Three calls: a plain one, one with its pointers 1 and 3 floats off the slot's aligned start, an empty one.
+  const SlotLayout l({{5, 5}, {100, 100, 1, 3}, {0, 0}});
+  REQUIRE(l.calls() == 3);
+  CHECK(l.in_at(0) == 0);
+  CHECK(l.out_at(0) == 0);
+  CHECK(l.in_at(1) == 128 + 1);  // 5 + 64 floats of gap, rounded up to 64, then the shift
+  CHECK(l.out_at(1) == 128 + 3);
+  CHECK(l.in_at(2) == 320);      // 129 + 100 + 64 = 293, rounded up
+  CHECK(l.out_at(2) == 320);
+  CHECK(l.in_total() == 320 + 64);
+  CHECK(l.out_total() == 320 + 64);
+  for (int k = 0; k < 3; ++k) CHECK((l.in_at(k) - l.call(k).in_shift) % SlotLayout::kAlignFloats == 0);
+}
+
+TEST_CASE("slot layout: a right batch passes; each kind of wrong one is named", "[cpu][slot_batch]") {
+  const SlotLayout l({{5, 5}, {100, 100, 1, 3}, {0, 0}});
+  const auto in = counting(l.in_total());
+  const auto out = copies(l, in);
+  CHECK(l.mismatch(in, out, same_index).empty());
+  CHECK(l.changed_input(in, in).empty());
+  CHECK(l.runs_differ(out, out).empty());
+  {  // one float past call 0's output, into its gap
+    auto o = out;
+    o[5] = 1.f;
+    CHECK(has(l.mismatch(in, o, same_index), "the float 0 past the end of call 0's output was written (1)"));
+  }
+  {  // into call 1's shift, before its pointer: still call 0's gap
+    auto o = out;
+    o[l.out_at(1) - 1] = 2.f;
+    CHECK(has(l.mismatch(in, o, same_index), "past the end of call 0's output was written (2)"));
+  }
+  {  // after the last call
+    auto o = out;
+    o.back() = 3.f;
+    CHECK(has(l.mismatch(in, o, same_index), "past the end of call 2's output"));
+  }
+  {  // an element never written
+    auto o = out;
+    o[l.out_at(1) + 7] = labkit::poison_value<float>();
+    const auto why = l.mismatch(in, o, same_index);
+    CHECK(has(why, "call 1's out[7] is poison (never written), where its in[7] = "));
+  }
+  // a value where the call must leave poison, and the wrong source
+  CHECK(has(l.mismatch(in, out, [](int k, std::size_t j) { return k == 1 && j == 99 ? -1LL : (long long)j; }),
+            "call 1's out[99] is 228.5, where nothing may be written"));  // in[129 + 99]
+  CHECK(has(l.mismatch(in, out, [](int k, std::size_t j) { return k == 1 ? (long long)(99 - j) : (long long)j; }),
+            "call 1's out[0]"));
+  CHECK_THROWS_AS(l.mismatch(in, out, [](int, std::size_t j) { return j == 0 ? 5LL : (long long)j; }),
+                  std::logic_error);  // call 0 has 5 inputs: in[5] is past them
+  CHECK(has(l.mismatch(in, std::vector<float>(3), same_index), "the buffers hold"));
+  {  // a changed input, and a changed gap of the input
+    auto now = in;
+    now[l.in_at(1) + 4] = -1.f;
+    CHECK(has(l.changed_input(in, now), "call 1's in[4] changed (133.5 became -1)"));
+    now = in;
+    now[l.in_at(0) + 5] = -1.f;
+    CHECK(has(l.changed_input(in, now), "outside every call's own input"));
+  }
+  {  // two runs that differ, and a NaN whose payload changed
+    auto o = out;
+    o[l.out_at(1) + 2] += 1.f;
+    CHECK(has(l.runs_differ(out, o), "a second batch on the same inputs differs, first in call 1's out[2]"));
+    o = out;
+    std::uint32_t bits = 0x7fc00001u;
+    std::memcpy(&o[10], &bits, 4);
+    CHECK_FALSE(l.runs_differ(out, o).empty());
+  }
+}
+
+TEST_CASE("a slot batch on the device: aligned pointers, a right batch matches, a changed input is seen",
+          "[gpu][slot_batch]") {
   if (!labkit::has_device()) SKIP(labkit::no_device_reason());
-  // Three calls: a plain one, one with both pointers 1 and 3 floats off their slot's aligned start, an empty one.
   labkit::SlotBatch b({{5, 5}, {100, 100, 1, 3}, {0, 0}}, 7);
   REQUIRE(b.calls() == 3);
   for (int k = 0; k < 3; ++k) {
-    CHECK(reinterpret_cast<std::uintptr_t>(b.in(k) - (k == 1 ? 1 : 0)) % 256 == 0);
-    CHECK(reinterpret_cast<std::uintptr_t>(b.out(k) - (k == 1 ? 3 : 0)) % 256 == 0);
+    CHECK(reinterpret_cast<std::uintptr_t>(b.in(k) - b.layout().call(k).in_shift) % 256 == 0);
+    CHECK(reinterpret_cast<std::uintptr_t>(b.out(k) - b.layout().call(k).out_shift) % 256 == 0);
   }
-  CHECK(b.in_host()[b.in_index(1)] != b.in_host()[b.in_index(0)]);  // random inputs, a slot each
-
   auto all = [&](std::size_t extra) {
     return b.run([&] {
-      for (int k = 0; k < b.calls(); ++k) copy(b.in(k), b.out(k), k == 0 ? 5 + extra : k == 1 ? 100 : 0);
+      for (int k = 0; k < b.calls(); ++k) {
+        const std::size_t count = b.layout().call(k).out_count + (k == 0 ? extra : 0);
+        if (count) LABKIT_CUDA(cudaMemcpy(b.out(k), b.in(k), count * sizeof(float), cudaMemcpyDeviceToDevice));
+      }
     });
   };
   const auto out = all(0);
   CHECK(b.matches(out, same_index));
   CHECK(b.intact());
-  CHECK(labkit::same_bits(out, all(0)));
-  // One float past call 0's output: into its gap.
-  CHECK_FALSE(b.matches(all(1), same_index));
-  // A value where the call must leave poison.
-  CHECK_FALSE(b.matches(all(0), [](int k, std::size_t j) { return k == 1 && j == 99 ? -1LL : (long long)j; }));
-  // The wrong source.
-  CHECK_FALSE(b.matches(all(0), [](int k, std::size_t j) { return k == 1 ? (long long)(99 - j) : (long long)j; }));
-  // A changed input.
+  CHECK(b.same_runs(out, all(0)));
+  CHECK_FALSE(b.matches(all(1), same_index));  // one float past call 0's output
+  CHECK(has(b.why(), "past the end of call 0's output"));
+  CHECK(has(b.failure("step 9, 3 cases"), "step 9, 3 cases, every call made one after another"));
   LABKIT_CUDA(cudaMemset(const_cast<float*>(b.in(1)), 0, sizeof(float)));
   CHECK_FALSE(b.intact());
+  CHECK(has(b.why(), "call 1's in[0] changed"));
 }

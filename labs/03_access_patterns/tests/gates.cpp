@@ -130,13 +130,10 @@ void check_batch(labkit::SlotBatch& batch, const std::string& what, const std::f
   };
   const auto out = run();
   const bool ok = batch.matches(out, source) && batch.intact() &&
-                  (!labkit::gate::repeat_runs() || labkit::same_bits(out, run()));
+                  (!labkit::gate::repeat_runs() || batch.same_runs(out, run()));
   if (!ok) {
     one_by_one();
-    FAIL(what << ", the calls made one after another on slots of one input and one output buffer: a call wrote "
-              << "outside its own output, changed its input, or two batches differed, yet each call passed on "
-              << "buffers of its own: look for a write past the end of the output, or state kept between calls\n  "
-              << labkit::gate::reproduce_hint());
+    FAIL(batch.failure(what) << "\n  " << labkit::gate::reproduce_hint());
   }
   labkit::gate::require(labkit::Verdict{}, what);
 }
