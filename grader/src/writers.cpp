@@ -80,13 +80,31 @@ const char* markup_entity(char c, bool quotes) {
 
 // A Markdown table cell, heading or list line of text a student may control (a folder name, a message): valid
 // UTF-8 without control characters, HTML's < > & as entities and Markdown's \ ` * _ [ ] escaped, so that it stays
-// text (no live HTML, image, link or emphasis); | escaped so it stays one cell; line breaks as <br>.
+// text (no live HTML, image, link or emphasis); | escaped so it stays one cell; line breaks as <br>. GitHub's
+// renderer also turns bare "scheme://..." and "www...." into links: a zero-width space (an entity) after the
+// scheme's colon and after "www" keeps them text, so a message printed by the student's code cannot put a link to
+// click in the instructor's report.
 std::string md_cell(const std::string& raw) {
   const std::string s = sanitize_utf8(raw);
   std::string out;
   const auto alnum = [&](std::size_t i) { return i < s.size() && std::isalnum(static_cast<unsigned char>(s[i])); };
+  const auto www_at = [&](std::size_t i) {
+    if (i + 4 > s.size() || (i > 0 && alnum(i - 1))) return false;
+    for (std::size_t k = 0; k < 3; ++k)
+      if (std::tolower(static_cast<unsigned char>(s[i + k])) != 'w') return false;
+    return s[i + 3] == '.';
+  };
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
+    if (c == ':' && s.compare(i + 1, 2, "//") == 0) {
+      out += ":&#8203;";
+      continue;
+    }
+    if (www_at(i)) {
+      out += s.substr(i, 3) + "&#8203;";
+      i += 2;
+      continue;
+    }
     // An underscore inside a word never starts or ends emphasis: "smith_john" stays as it is.
     if (c == '_' && i > 0 && alnum(i - 1) && alnum(i + 1)) {
       out += c;

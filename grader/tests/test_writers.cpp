@@ -364,6 +364,13 @@ TEST_CASE("a student's output cannot close the report's code block or write live
   CHECK_THAT(cells, ContainsSubstring("## " + escaped + " \xE2\x80\x94"));
   CHECK_FALSE(contains(cells, "<img"));
   CHECK_FALSE(contains(cells, "[click]"));
+  // Bare URLs, which GitHub's renderer would turn into links, stay text.
+  const std::string urls =
+      markdown_report({sample("see http://evil.example/x, WWW.evil.example and www.b.example"), sample("bob")}, "C");
+  CHECK_THAT(urls, ContainsSubstring("see http:&#8203;//evil.example/x, WWW&#8203;.evil.example and www&#8203;.b"));
+  CHECK_FALSE(contains(urls, "http://evil"));
+  CHECK_FALSE(contains(urls, "www.b.example"));
+  CHECK_THAT(markdown_report({sample("awww.example"), sample("bob")}, "C"), ContainsSubstring("awww.example"));
   // Names with controls: nothing of them reaches the file raw.
   const std::string ctl = markdown_report({sample("\x1b[2Jesc\xC2\x9B"), sample("bob")}, "Class");
   CHECK(ctl.find('\x1b') == std::string::npos);
