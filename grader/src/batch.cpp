@@ -661,11 +661,16 @@ int Batch::run() {
   JobTokens tokens(jobs_);
   compile_tokens_ = &tokens;
   const std::size_t max_ready = static_cast<std::size_t>(2 * workers_ + 1);  // don't compile far ahead (disk)
-  const auto hand_on = [&](std::shared_ptr<Submission> s) {  // to the workers, in queue order
+  // To the workers, in queue order: a compile thread whose student comes later waits for the ones before it to be
+  // handed on. Without that, a worker took whichever student was handed on first: the second compile thread often
+  // won, and the worker then waited on the compile that JobTokens serves second (a grader test that kills a batch
+  // after its first student saw host_hang run before compile_error, on two CI runs of 2026-11-28).
+  std::size_t handed = 0;
+  const auto hand_on = [&](std::shared_ptr<Submission> s) {
     std::unique_lock<std::mutex> lock(qmu);
-    cv.wait(lock, [&] { return ready.size() < max_ready; });
-    const auto at = std::find_if(ready.begin(), ready.end(), [&](const auto& r) { return r->order > s->order; });
-    ready.insert(at, std::move(s));
+    cv.wait(lock, [&] { return ready.size() < max_ready && handed == s->order; });
+    ready.push_back(std::move(s));
+    ++handed;
     cv.notify_all();
   };
 
