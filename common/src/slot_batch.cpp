@@ -37,6 +37,18 @@ std::uint32_t bits_of(float v) {
   return b;
 }
 
+bool same_float_bits(float x, float y) { return bits_of(x) == bits_of(y); }
+
+// The first position where a and b (of equal length) differ bit for bit; a.size() when nowhere.
+std::size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  return static_cast<std::size_t>(std::mismatch(a.begin(), a.end(), b.begin(), same_float_bits).first - a.begin());
+}
+
+// The call whose slot position p is in: the last one whose pointer (`at`, increasing) is at or before p; -1: none.
+int owner(const std::vector<std::size_t>& at, std::size_t p) {
+  return static_cast<int>(std::upper_bound(at.begin(), at.end(), p) - at.begin()) - 1;
+}
+
 std::string value_text(float v) {
   if (is_poison(v)) return "poison (never written)";
   std::ostringstream os;
@@ -49,12 +61,6 @@ std::string value_text(float v) {
 SlotLayout::SlotLayout(std::vector<SlotCall> calls)
     : calls_(std::move(calls)), in_at_(place(calls_, true, in_total_)), out_at_(place(calls_, false, out_total_)) {}
 
-int SlotLayout::call_at(std::size_t p) const {
-  int k = -1;
-  while (k + 1 < calls() && out_at_[std::size_t(k + 1)] <= p) ++k;
-  return k;
-}
-
 std::string SlotLayout::mismatch(const std::vector<float>& in, const std::vector<float>& out,
                                  const std::function<long long(int k, std::size_t j)>& source) const {
   if (in.size() != in_total_ || out.size() != out_total_)
@@ -66,7 +72,7 @@ std::string SlotLayout::mismatch(const std::vector<float>& in, const std::vector
   auto poison_until = [&](std::size_t end) {
     for (; p < end; ++p) {
       if (is_poison(out[p])) continue;
-      const int k = call_at(p);
+      const int k = owner(out_at_, p);
       why = (k < 0 ? std::string("a float before call 0's output")
                    : "the float " + std::to_string(p - out_at_[std::size_t(k)] - calls_[std::size_t(k)].out_count) +
                          " past the end of call " + std::to_string(k) + "'s output") +
@@ -95,28 +101,25 @@ std::string SlotLayout::mismatch(const std::vector<float>& in, const std::vector
 
 std::string SlotLayout::changed_input(const std::vector<float>& before, const std::vector<float>& now) const {
   if (before.size() != now.size()) return "the input's length changed";
-  for (int k = 0; k < calls(); ++k)
-    for (std::size_t i = 0; i < calls_[std::size_t(k)].in_count; ++i) {
-      const std::size_t p = in_at_[std::size_t(k)] + i;
-      if (bits_of(now[p]) != bits_of(before[p]))
-        return "call " + std::to_string(k) + "'s in[" + std::to_string(i) + "] changed (" + value_text(before[p]) +
-               " became " + value_text(now[p]) + ")";
-    }
-  return same_bits(before, now) ? "" : "the input changed outside every call's own input";
+  const std::size_t p = first_difference(before, now);
+  if (p == before.size()) return "";
+  const std::string change = " (" + value_text(before[p]) + " became " + value_text(now[p]) + ")";
+  const int k = owner(in_at_, p);
+  if (k >= 0 && p - in_at_[std::size_t(k)] < calls_[std::size_t(k)].in_count)
+    return "call " + std::to_string(k) + "'s in[" + std::to_string(p - in_at_[std::size_t(k)]) + "] changed" + change;
+  return "the input changed outside every call's own input" + change;
 }
 
 std::string SlotLayout::runs_differ(const std::vector<float>& first, const std::vector<float>& second) const {
   if (first.size() != second.size()) return "a second batch's output has another length";
-  for (std::size_t p = 0; p < first.size(); ++p) {
-    if (bits_of(first[p]) == bits_of(second[p])) continue;
-    const int k = call_at(p);
-    const std::string where = k < 0 ? "before call 0's output"
-                                    : "in call " + std::to_string(k) + "'s out[" +
-                                          std::to_string(p - out_at_[std::size_t(k)]) + "]";
-    return "a second batch on the same inputs differs, first " + where + " (" + value_text(first[p]) + ", then " +
-           value_text(second[p]) + ")";
-  }
-  return "";
+  const std::size_t p = first_difference(first, second);
+  if (p == first.size()) return "";
+  const int k = owner(out_at_, p);
+  const std::string where = k < 0 ? "before call 0's output"
+                                  : "in call " + std::to_string(k) + "'s out[" +
+                                        std::to_string(p - out_at_[std::size_t(k)]) + "]";
+  return "a second batch on the same inputs differs, first " + where + " (" + value_text(first[p]) + ", then " +
+         value_text(second[p]) + ")";
 }
 
 SlotBatch::SlotBatch(std::vector<Call> calls, std::uint64_t seed)
@@ -132,6 +135,12 @@ std::vector<float> SlotBatch::run(const std::function<void()>& launch_all) {
   launch_all();
   LABKIT_CUDA(cudaDeviceSynchronize());  // a fault in any call surfaces here
   return dout_.download();
+}
+
+bool SlotBatch::run_and_check(const std::function<void()>& launch_all,
+                              const std::function<long long(int k, std::size_t j)>& source, bool twice) {
+  const auto out = run(launch_all);
+  return matches(out, source) && intact() && (!twice || same_runs(out, run(launch_all)));
 }
 
 bool SlotBatch::matches(const std::vector<float>& out, const std::function<long long(int k, std::size_t j)>& source) {
@@ -158,7 +167,7 @@ std::string SlotBatch::failure(const std::string& what) const {
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](float x, float y) { return bits_of(x) == bits_of(y); });
+  return a.size() == b.size() && first_difference(a, b) == a.size();
 }
 
 }  // namespace labkit

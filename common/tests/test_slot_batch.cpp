@@ -1,6 +1,7 @@
 // labkit::SlotLayout and SlotBatch (slot_batch.h): many small calls in one input and one output buffer, checked in
 // one download. The layout and the host-side checks run without a device; the buffers need one.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -13,10 +14,10 @@
 #include "labkit/guard.h"
 #include "labkit/slot_batch.h"
 
+using Catch::Matchers::ContainsSubstring;
 using labkit::SlotLayout;
 
 namespace {
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 long long same_index(int, std::size_t j) { return static_cast<long long>(j); }
 
 // What a right batch of copies leaves: every call's out[j] = its in[j], poison everywhere else.
@@ -58,44 +59,47 @@ TEST_CASE("slot layout: a right batch passes; each kind of wrong one is named", 
   {  // one float past call 0's output, into its gap
     auto o = out;
     o[5] = 1.f;
-    CHECK(has(l.mismatch(in, o, same_index), "the float 0 past the end of call 0's output was written (1)"));
+    CHECK_THAT(l.mismatch(in, o, same_index),
+               ContainsSubstring("the float 0 past the end of call 0's output was written (1)"));
   }
   {  // into call 1's shift, before its pointer: still call 0's gap
     auto o = out;
     o[l.out_at(1) - 1] = 2.f;
-    CHECK(has(l.mismatch(in, o, same_index), "past the end of call 0's output was written (2)"));
+    CHECK_THAT(l.mismatch(in, o, same_index), ContainsSubstring("past the end of call 0's output was written (2)"));
   }
   {  // after the last call
     auto o = out;
     o.back() = 3.f;
-    CHECK(has(l.mismatch(in, o, same_index), "past the end of call 2's output"));
+    CHECK_THAT(l.mismatch(in, o, same_index), ContainsSubstring("past the end of call 2's output"));
   }
   {  // an element never written
     auto o = out;
     o[l.out_at(1) + 7] = labkit::poison_value<float>();
     const auto why = l.mismatch(in, o, same_index);
-    CHECK(has(why, "call 1's out[7] is poison (never written), where its in[7] = "));
+    CHECK_THAT(why, ContainsSubstring("call 1's out[7] is poison (never written), where its in[7] = "));
   }
   // a value where the call must leave poison, and the wrong source
-  CHECK(has(l.mismatch(in, out, [](int k, std::size_t j) { return k == 1 && j == 99 ? -1LL : (long long)j; }),
-            "call 1's out[99] is 228.5, where nothing may be written"));  // in[129 + 99]
-  CHECK(has(l.mismatch(in, out, [](int k, std::size_t j) { return k == 1 ? (long long)(99 - j) : (long long)j; }),
-            "call 1's out[0]"));
+  const auto poison_at_99 = [](int k, std::size_t j) { return k == 1 && j == 99 ? -1LL : (long long)j; };
+  CHECK_THAT(l.mismatch(in, out, poison_at_99),
+             ContainsSubstring("call 1's out[99] is 228.5, where nothing may be written"));  // in[129 + 99]
+  const auto reversed = [](int k, std::size_t j) { return k == 1 ? (long long)(99 - j) : (long long)j; };
+  CHECK_THAT(l.mismatch(in, out, reversed), ContainsSubstring("call 1's out[0]"));
   CHECK_THROWS_AS(l.mismatch(in, out, [](int, std::size_t j) { return j == 0 ? 5LL : (long long)j; }),
                   std::logic_error);  // call 0 has 5 inputs: in[5] is past them
-  CHECK(has(l.mismatch(in, std::vector<float>(3), same_index), "the buffers hold"));
+  CHECK_THAT(l.mismatch(in, std::vector<float>(3), same_index), ContainsSubstring("the buffers hold"));
   {  // a changed input, and a changed gap of the input
     auto now = in;
     now[l.in_at(1) + 4] = -1.f;
-    CHECK(has(l.changed_input(in, now), "call 1's in[4] changed (133.5 became -1)"));
+    CHECK_THAT(l.changed_input(in, now), ContainsSubstring("call 1's in[4] changed (133.5 became -1)"));
     now = in;
     now[l.in_at(0) + 5] = -1.f;
-    CHECK(has(l.changed_input(in, now), "outside every call's own input"));
+    CHECK_THAT(l.changed_input(in, now), ContainsSubstring("outside every call's own input"));
   }
   {  // two runs that differ, and a NaN whose payload changed
     auto o = out;
     o[l.out_at(1) + 2] += 1.f;
-    CHECK(has(l.runs_differ(out, o), "a second batch on the same inputs differs, first in call 1's out[2]"));
+    CHECK_THAT(l.runs_differ(out, o),
+               ContainsSubstring("a second batch on the same inputs differs, first in call 1's out[2]"));
     o = out;
     std::uint32_t bits = 0x7fc00001u;
     std::memcpy(&o[10], &bits, 4);
@@ -112,22 +116,26 @@ TEST_CASE("a slot batch on the device: aligned pointers, a right batch matches, 
     CHECK(reinterpret_cast<std::uintptr_t>(b.in(k) - b.layout().call(k).in_shift) % 256 == 0);
     CHECK(reinterpret_cast<std::uintptr_t>(b.out(k) - b.layout().call(k).out_shift) % 256 == 0);
   }
-  auto all = [&](std::size_t extra) {
-    return b.run([&] {
+  // Every call copies its input to its output (cudaMemcpy: no kernel of the test's own), call 0 `extra` floats more.
+  const auto copies_of = [&](std::size_t extra) {
+    return [&b, extra] {
       for (int k = 0; k < b.calls(); ++k) {
         const std::size_t count = b.layout().call(k).out_count + (k == 0 ? extra : 0);
         if (count) LABKIT_CUDA(cudaMemcpy(b.out(k), b.in(k), count * sizeof(float), cudaMemcpyDeviceToDevice));
       }
-    });
+    };
   };
+  const auto all = [&](std::size_t extra) { return b.run(copies_of(extra)); };
   const auto out = all(0);
   CHECK(b.matches(out, same_index));
   CHECK(b.intact());
   CHECK(b.same_runs(out, all(0)));
-  CHECK_FALSE(b.matches(all(1), same_index));  // one float past call 0's output
-  CHECK(has(b.why(), "past the end of call 0's output"));
-  CHECK(has(b.failure("step 9, 3 cases"), "step 9, 3 cases, every call made one after another"));
+  // What a gate calls: the run and every check, twice.
+  CHECK(b.run_and_check(copies_of(0), same_index, true));
+  CHECK_FALSE(b.run_and_check(copies_of(1), same_index, true));  // one float past call 0's output
+  CHECK_THAT(b.why(), ContainsSubstring("past the end of call 0's output"));
+  CHECK_THAT(b.failure("step 9, 3 cases"), ContainsSubstring("step 9, 3 cases, every call made one after another"));
   LABKIT_CUDA(cudaMemset(const_cast<float*>(b.in(1)), 0, sizeof(float)));
   CHECK_FALSE(b.intact());
-  CHECK(has(b.why(), "call 1's in[0] changed"));
+  CHECK_THAT(b.why(), ContainsSubstring("call 1's in[0] changed"));
 }

@@ -58,7 +58,6 @@ class SlotLayout {
   std::string runs_differ(const std::vector<float>& first, const std::vector<float>& second) const;
 
  private:
-  int call_at(std::size_t p) const;  // the last call whose out[0] is at or before output position p (-1: none)
   std::vector<SlotCall> calls_;
   std::size_t in_total_ = 0, out_total_ = 0;  // before in_at_ and out_at_: the layout sets them
   std::vector<std::size_t> in_at_, out_at_;
@@ -80,6 +79,10 @@ class SlotBatch {
   // Poisons the output, calls `launch_all` (which makes every call, on in(k) and out(k)), waits for the device and
   // returns the whole output buffer.
   std::vector<float> run(const std::function<void()>& launch_all);
+  // run(launch_all), then every check below in turn, and with `twice` a second run the same bit for bit: what a
+  // gate's batch does. False at the first check that fails, with why() saying what it found.
+  bool run_and_check(const std::function<void()>& launch_all,
+                     const std::function<long long(int k, std::size_t j)>& source, bool twice);
   // The checks; each false one leaves what it found in why(): SlotLayout::mismatch on `out` (from run()); the input
   // unchanged and both buffers' guard bands intact; two runs the same bit for bit.
   bool matches(const std::vector<float>& out, const std::function<long long(int k, std::size_t j)>& source);

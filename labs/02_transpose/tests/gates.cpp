@@ -277,12 +277,10 @@ std::string batch_failure(Step step, const std::vector<std::pair<Shape, Offsets>
     slots.push_back({n, n, std::size_t(o.in), std::size_t(o.out)});
   }
   labkit::SlotBatch batch(slots, labkit::gate::seed(std::string("batch ") + kStepName[int(step)]));
-  auto run_all = [&] {
-    return batch.run([&] {
-      labkit::gate::own_kernels(kStepName[int(step)], [&] {
-        for (int k = 0; k < batch.calls(); ++k)
-          run(step, cases[std::size_t(k)].first.rows, cases[std::size_t(k)].first.cols, batch.in(k), batch.out(k));
-      });
+  const auto all_calls = [&] {
+    labkit::gate::own_kernels(kStepName[int(step)], [&] {
+      for (int k = 0; k < batch.calls(); ++k)
+        run(step, cases[std::size_t(k)].first.rows, cases[std::size_t(k)].first.cols, batch.in(k), batch.out(k));
     });
   };
   // out(c, r) = in(r, c) for the transposes (out is cols x rows); the copy keeps the layout.
@@ -292,10 +290,7 @@ std::string batch_failure(Step step, const std::vector<std::pair<Shape, Offsets>
     const std::size_t c = j / std::size_t(s.rows), r = j % std::size_t(s.rows);
     return static_cast<long long>(r * std::size_t(s.cols) + c);
   };
-  const auto out = run_all();
-  const bool ok = batch.matches(out, source) && batch.intact() &&
-                  (!labkit::gate::repeat_runs() || batch.same_runs(out, run_all()));
-  return ok ? "" : batch.failure(what);
+  return batch.run_and_check(all_calls, source, labkit::gate::repeat_runs()) ? "" : batch.failure(what);
 }
 
 void check_step(Step step) {
