@@ -341,6 +341,36 @@ Csr random_spd(std::int32_t n, std::int32_t nnz_per_row, std::uint64_t seed, dou
   return A;
 }
 
+Csr two_cluster_spd(std::int32_t n, double lo, double spread, std::uint64_t seed) {
+  require_arg(n >= 1, "two_cluster_spd: n must be at least 1, got " + std::to_string(n));
+  require_arg(std::isfinite(lo) && lo > 0 && lo <= 1, "two_cluster_spd: lo must be in (0, 1], got " + fmt_double(lo));
+  require_arg(std::isfinite(spread) && spread >= 0 && spread < 1,
+              "two_cluster_spd: spread must be in [0, 1), got " + fmt_double(spread));
+  check_fits(n, 2 * std::int64_t(n), "two_cluster_spd");
+  constexpr double kPi = 3.14159265358979323846;
+  std::vector<std::int32_t> row, col;
+  std::vector<double> val;
+  std::uint64_t counter = 0;
+  for (std::int32_t i = 0; i + 1 < n; i += 2) {
+    const double small = lo * (1 + uniform_double(seed, counter++, -spread, spread));
+    const double big = 1 + uniform_double(seed, counter++, -spread, spread);
+    const double angle = uniform_double(seed, counter++, 0.0, kPi);
+    const double c = std::cos(angle), s = std::sin(angle);
+    // R diag(small, big) R^T with R the rotation by `angle`; one off-diagonal value for both mirrors keeps the
+    // block exactly symmetric.
+    const double off = (small - big) * c * s;
+    row.insert(row.end(), {i, i, i + 1, i + 1});
+    col.insert(col.end(), {i, i + 1, i, i + 1});
+    val.insert(val.end(), {small * c * c + big * s * s, off, off, small * s * s + big * c * c});
+  }
+  if (n % 2) {
+    row.push_back(n - 1);
+    col.push_back(n - 1);
+    val.push_back(1 + uniform_double(seed, counter++, -spread, spread));
+  }
+  return from_triplets(n, n, row, col, val);
+}
+
 // ---- conjugate gradient ------------------------------------------------------------------------------------
 
 const char* to_string(CgStatus status) noexcept {

@@ -254,6 +254,46 @@ TEST_CASE("sparse.random_spd", "[cpu][sparse]") {
   REQUIRE_THROWS_AS(random_spd(10, 3, 1, -1.0), std::invalid_argument);
 }
 
+TEST_CASE("sparse.two_cluster_spd", "[cpu][sparse]") {
+  const double lo = 3e-3, spread = 0.05;
+  for (std::int32_t n : {1, 2, 7, 1000}) {
+    INFO("n " << n);
+    const Csr A = two_cluster_spd(n, lo, spread, 11);
+    REQUIRE(A.first_problem() == "");
+    REQUIRE(is_symmetric(A));
+    REQUIRE(A.nnz() == 4 * (n / 2) + n % 2);
+    // Each 2 x 2 block's eigenvalues from its trace and determinant: one in each cluster.
+    for (std::int32_t i = 0; i + 1 < n; i += 2) {
+      const double a = A.values[std::size_t(A.row_ptr[i])], b = A.values[std::size_t(A.row_ptr[i]) + 1];
+      const double d = A.values[std::size_t(A.row_ptr[i + 1]) + 1];
+      const double half = (a + d) / 2, root = std::sqrt(half * half - (a * d - b * b));
+      REQUIRE(half - root >= lo * (1 - spread) * (1 - 1e-9));
+      REQUIRE(half - root <= lo * (1 + spread) * (1 + 1e-9));
+      REQUIRE(half + root >= (1 - spread) * (1 - 1e-12));
+      REQUIRE(half + root <= (1 + spread) * (1 + 1e-12));
+    }
+  }
+  // Deterministic in the seed, different across seeds.
+  REQUIRE(two_cluster_spd(100, lo, spread, 5).values == two_cluster_spd(100, lo, spread, 5).values);
+  REQUIRE(two_cluster_spd(100, lo, spread, 5).values != two_cluster_spd(100, lo, spread, 6).values);
+  // What the gates rely on: a few dozen CG iterations at any size, and a floor of the true residual above 1e-16
+  // (cg_ref cannot confirm 1e-16 and ends in stagnation soon after).
+  const Csr A = two_cluster_spd(10000, lo, spread, 3);
+  std::vector<double> b(std::size_t(A.rows));
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::sin(double(i) * 0.7) + 0.5;
+  const CgResult easy = cg_ref(A, b, 1e-10, 1000);
+  CHECK(easy.converged);
+  CHECK(easy.iterations <= 40);
+  const CgResult floor = cg_ref(A, b, 1e-16, 1000);
+  CHECK(floor.status == CgStatus::stagnation);
+  CHECK(floor.iterations <= 80);
+  CHECK(floor.relative_residual > 1e-15);
+  REQUIRE_THROWS_AS(two_cluster_spd(0, lo, spread, 1), std::invalid_argument);
+  REQUIRE_THROWS_AS(two_cluster_spd(10, 0.0, spread, 1), std::invalid_argument);
+  REQUIRE_THROWS_AS(two_cluster_spd(10, 2.0, spread, 1), std::invalid_argument);
+  REQUIRE_THROWS_AS(two_cluster_spd(10, lo, 1.0, 1), std::invalid_argument);
+}
+
 // ---- conjugate gradient ------------------------------------------------------------------------------------
 
 namespace {

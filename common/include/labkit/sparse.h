@@ -88,6 +88,15 @@ Csr poisson3d(std::int32_t nx, std::int32_t ny, std::int32_t nz);
 // Gershgorin with every eigenvalue >= margin. Deterministic in seed. A small margin makes CG work harder.
 Csr random_spd(std::int32_t n, std::int32_t nnz_per_row, std::uint64_t seed, double margin = 1.0);
 
+// Two tight clusters of eigenvalues far apart: n / 2 symmetric 2 x 2 blocks on the diagonal, each a random rotation
+// of diag(lo * (1 + s), 1 + t) with s and t uniform in [-spread, spread] (n odd: a last 1 x 1 block holding 1 + t).
+// Whatever n, CG needs only a few dozen iterations (each cluster is nearly one eigenvalue), yet along half the
+// directions x is about 1 / lo times larger than b, so b - A x is a sum that cancels and its rounding, about
+// u / lo relative, is the smallest true residual double precision reaches. The gates' problem for a tolerance
+// below that floor: a handful of iterations to solve, where a 2D Poisson matrix with a floor as high needs hundreds.
+// Requires n >= 1, 0 < lo <= 1 and 0 <= spread < 1 (std::invalid_argument otherwise). Deterministic in seed.
+Csr two_cluster_spd(std::int32_t n, double lo, double spread, std::uint64_t seed);
+
 // ---- Conjugate gradient reference --------------------------------------------------------------------------
 
 enum class CgStatus {

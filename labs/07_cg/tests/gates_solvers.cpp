@@ -274,15 +274,20 @@ void add_edge_cases(Solver s, std::vector<Problem>& ps) {
   }
   if (!labkit::gate::under_sanitizer()) {
     // A tolerance below what double precision reaches on this matrix: the updated residual meets it long before
-    // b - A x does. labkit::cg_ref restarts and ends in stagnation after about 490 iterations, true residual
-    // 0.7e-15 to 1.8e-15; a loop that trusts the updated residual says "converged" after about 453, true residual
-    // 1.7e-14 to 3.8e-14 (a CPU model of such a loop, six seeds; 2.07e-14 on an H200): 15x over what the check
-    // allows. Hundreds of iterations of the same kernels: nothing for a sanitizer to see that the other problems do
-    // not show it.
-    Problem p{"2D Poisson 100 x 100, random b, a tolerance double precision cannot reach", labkit::poisson2d(100, 100),
-              {}};
+    // b - A x does. Two tight clusters of eigenvalues, 1 and 0.003 (labkit::two_cluster_spd): CG needs only a few
+    // dozen iterations, while x is about 300 times larger than b along half the directions, so b - A x cannot get
+    // much below 1e-14. A CPU model over twelve seeds: a loop that trusts the updated residual says "converged"
+    // after 36 iterations with a true residual of 3.2e-14 to 3.4e-14, 30x over what the check allows; labkit::cg_ref
+    // restarts and ends in stagnation after 47-49 iterations (true residual 5e-15 to 7e-15). It was 2D Poisson
+    // 100 x 100, as strong a trap, whose 500-odd iterations took 4-5 s of the lab's run beside the other labs.
+    // max_iter 200: a loop that confirms with the true residual but never restarts runs on to max_iter, its r^T r
+    // falling to about 1e-176 at 200 iterations, short of underflow. Nothing for a sanitizer to see that the other
+    // problems do not show it.
+    Problem p{"two clusters of eigenvalues (1 and 0.003), random b, a tolerance double precision cannot reach",
+              labkit::two_cluster_spd(10000, 3e-3, 0.05, seed("A10")), {}};
     p.b = labkit::random_doubles(10000, seed("b10"));
     p.tol = 1e-16;
+    p.max_iter = 200;
     p.expect = Expect::unreachable;
     p.race_checked = false;
     add(std::move(p));
