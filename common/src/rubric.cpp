@@ -93,6 +93,13 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
                            "` (cublas, cusparse, cub, thrust or nccl)");
         gate.allow_libraries.push_back(*name);
       }
+    if (const toml::node* n = g->get("gpus")) {
+      const toml::value<std::int64_t>* v = n->as_integer();
+      if (!v || v->get() < 1 || v->get() > r.gpus)
+        fail(source, where(node) + ": gate `" + gate.id + "`: gpus must be a whole number from 1 to the lab's `gpus` (" +
+                         std::to_string(r.gpus) + ")");
+      gate.gpus = static_cast<int>(v->get());
+    }
     gate.hidden = (*g)["hidden"].value_or(false);
     gate.hint = (*g)["hint"].value_or(std::string{});
     if (gate.kind == "speed" && (!gate.threshold || gate.metric.empty()))

@@ -31,6 +31,7 @@ points = 4
 id = "s.speed"
 kind = "speed"
 points = 2
+gpus = 2
 metric = "ratio"
 threshold = 1.5
 reference = 2.5
@@ -48,6 +49,8 @@ hidden = true
   REQUIRE(s);
   CHECK(*s->threshold == 1.5);
   CHECK(s->hidden);
+  CHECK(s->gpus == 2);
+  CHECK(r.find("s.correct")->gpus == 1);  // the default
   CHECK(r.leaderboard_metric == "candidate_rate");
 }
 
@@ -69,6 +72,10 @@ TEST_CASE("rubric errors name the file and the problem", "[cpu][rubric]") {
   CHECK_THAT(msg("lab='1'\nexpected_run_s=nan\n[[gate]]\nid='a'\n"), ContainsSubstring("expected_run_s must be"));
   CHECK_THAT(msg("lab='1'\ngpus=0\n[[gate]]\nid='a'\n"), ContainsSubstring("gpus must be"));
   CHECK_THAT(msg("lab='1'\ngpus=1.5\n[[gate]]\nid='a'\n"), ContainsSubstring("gpus must be"));
+  // A gate cannot need more GPUs than its lab asks a batch worker for.
+  CHECK_THAT(msg("lab='1'\n[[gate]]\nid='a'\ngpus=2\n"), ContainsSubstring("gate `a`: gpus must be"));
+  CHECK_THAT(msg("lab='1'\ngpus=2\n[[gate]]\nid='a'\ngpus=0\n"), ContainsSubstring("gate `a`: gpus must be"));
+  CHECK(labkit::parse_rubric("lab='1'\ngpus=2\n[[gate]]\nid='a'\ngpus=2\n", "r.toml").gates[0].gpus == 2);
 }
 
 TEST_CASE("the CPU matmul reference matches a direct sum and the blocked float version", "[cpu][reference]") {

@@ -395,7 +395,9 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
     spec.process.extra_ro = {s.exes[i].parent_path()};
     // A lab sees only the GPUs its rubric asks for: on a worker of two (--gpus 0+1), a lab of one GPU that saw both
     // could split a timed step over them and pass a speed gate at twice its real speed.
-    spec.process.env = environment(lab_run, gpus_for_lab(gpu, plan.rubric.gpus));
+    const std::string lab_gpus = gpus_for_lab(gpu, plan.rubric.gpus);
+    spec.process.env = environment(lab_run, lab_gpus);
+    skip_gates_needing_more_gpus(s.result.labs[i], gpu.empty() ? 0 : static_cast<int>(split(lab_gpus, ',').size()));
     spec.process.slot = slot;
     spec.process.sandbox = &sandbox_;
     spec.process.sweep_uid = !shared_slot;

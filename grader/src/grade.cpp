@@ -360,6 +360,8 @@ int grade_main(const GradeOptions& opts) {
     spec.process.limits.file_size = 1ull << 30;
     spec.process.cwd = spec.log_dir;
     spec.on_gate_start = [&progress, &recipe](const std::string& gate) { progress.gate(recipe.lab, gate); };
+    // The lab sees the GPUs this process sees (the environment is inherited).
+    if (cuda.ok) skip_gates_needing_more_gpus(labs[i], static_cast<int>(cuda.gpus.size()));
   };
   std::vector<double> speed_used(recipes.size(), 0.0);
   std::optional<std::chrono::steady_clock::time_point> started;  // when the first gate process started

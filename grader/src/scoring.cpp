@@ -212,6 +212,7 @@ LabResult make_lab_result(const labkit::Rubric& rubric, const std::string& lab_n
     g.floor = rg->floor;
     g.max_ratio = rg->max_ratio;
     g.hint = rg->hint;
+    g.gpus = rg->gpus;
     g.status = Status::missing;
     lab.gates.push_back(std::move(g));
   }
@@ -220,6 +221,17 @@ LabResult make_lab_result(const labkit::Rubric& rubric, const std::string& lab_n
     if (lg && lg->hidden) lab.leaderboard_gate.clear();  // don't reveal a hidden gate's figure
   }
   return lab;
+}
+
+void skip_gates_needing_more_gpus(LabResult& lab, int visible) {
+  if (visible <= 0) return;
+  for (auto& g : lab.gates) {
+    if (g.status != Status::missing || g.gpus <= visible) continue;
+    g.status = Status::skipped;
+    // "this gate needs": the words the fixture check (fixtures.cpp) and the binaries' own skips use.
+    g.message = "this gate needs " + std::to_string(g.gpus) + " GPUs and the lab sees " + std::to_string(visible) +
+                " here, so it was not run (`labgrade batch --gpus 0+1` gives one worker two GPUs)";
+  }
 }
 
 void set_all(LabResult& lab, Status status, const std::string& message) {

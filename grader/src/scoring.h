@@ -58,6 +58,7 @@ struct GateResult {
   std::optional<double> floor;  // partial credit from floor (0 points) to threshold (full), see apply_rubric
   std::optional<double> max_ratio;  // a `ratio` above it is beyond the hardware: re-checked by apply_rubric too
   std::string hint;
+  int gpus = 1;           // the GPUs the gate needs (its rubric entry's `gpus`)
   std::string sanitizer;  // compute-sanitizer findings attributed to this gate (--sanitize)
 };
 
@@ -116,6 +117,12 @@ std::vector<const labkit::RubricGate*> graded_gates(const labkit::Rubric& rubric
 
 // A LabResult with one entry per graded gate, all `missing` until the runner fills them in.
 LabResult make_lab_result(const labkit::Rubric& rubric, const std::string& lab_name, bool include_hidden);
+// The gates without an outcome yet whose rubric entry needs more GPUs (`gpus`) than the lab sees here: `skipped`,
+// with a message saying so, and never run. The gate binary would skip them too, but only once started: a speed
+// process whose every gate is skipped here is not started at all, and takes no exclusive turn of the GPU (labs 08
+// and 09 on one GPU: about 2 s of the turn). `visible` <= 0 (no GPU, or not known) changes nothing: the binary then
+// says what it found.
+void skip_gates_needing_more_gpus(LabResult& lab, int visible);
 
 // Every gate of the lab gets the same status and message (build failures, "not submitted").
 void set_all(LabResult& lab, Status status, const std::string& message);

@@ -150,6 +150,47 @@ TEST_CASE("make_lab_result keeps hidden gates only for the instructor's tree", "
   CHECK(lab.max_score() == 7);
 }
 
+TEST_CASE("a gate that needs more GPUs than the lab sees is skipped without running, and says why", "[rubric]") {
+  auto rubric = labkit::parse_rubric(R"(
+lab = "98"
+gpus = 2
+[[gate]]
+id = "a.correct"
+[[gate]]
+id = "b.multi"
+gpus = 2
+[[gate]]
+id = "c.speed"
+kind = "speed"
+gpus = 2
+metric = "ratio"
+threshold = 1.0
+[[gate]]
+id = "d.speed"
+kind = "speed"
+gpus = 2
+metric = "ratio"
+threshold = 1.0
+)",
+                                     "r.toml");
+  auto lab = make_lab_result(rubric, "98_x", false);
+  lab.gates[3].status = Status::build_failed;  // an outcome already given stays
+  skip_gates_needing_more_gpus(lab, 1);
+  CHECK(lab.gates[0].status == Status::missing);
+  for (int k : {1, 2}) {
+    CHECK(lab.gates[std::size_t(k)].status == Status::skipped);
+    // The fixture check knows a skip for want of GPUs by these words.
+    CHECK_THAT(lab.gates[std::size_t(k)].message, ContainsSubstring("this gate needs 2 GPUs and the lab sees 1"));
+  }
+  CHECK(lab.gates[3].status == Status::build_failed);
+  // Enough GPUs, or none (the binary says "no CUDA device" itself), or not known: nothing changes.
+  for (int visible : {2, 4, 0, -1}) {
+    auto again = make_lab_result(rubric, "98_x", false);
+    skip_gates_needing_more_gpus(again, visible);
+    for (const auto& g : again.gates) CHECK(g.status == Status::missing);
+  }
+}
+
 TEST_CASE("a speed gate passes only when the reported metric reaches the threshold", "[rubric]") {
   auto rubric = labkit::parse_rubric(kRubric, "test.toml");
   auto run = [&](Status status, std::optional<double> ratio) {

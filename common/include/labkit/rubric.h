@@ -30,6 +30,10 @@
 //   allow_libraries = ["cublas"]  # kernels of these libraries may run inside the step this gate checks
 //                                 # (cublas, cusparse, cub, thrust, nccl); any other non-student kernel fails
 //                                 # the gate
+//   gpus = 2                      # optional (default 1, at most the lab's `gpus`): the GPUs this gate needs. Where
+//                                 # the lab sees fewer (one or more), the grader reports it `skipped` without
+//                                 # running it: a speed process whose every gate needs more GPUs is not started,
+//                                 # and one GPU's exclusive turn is not spent on gates that could only skip
 //   hidden = false                # hidden gates: not in the student release, visible after the due date
 //   hint = "..."                  # shown with a failure
 #pragma once
@@ -49,6 +53,7 @@ struct RubricGate {
   std::optional<double> floor;       // speed gates: partial credit from floor (0) to threshold (full points)
   std::optional<double> max_ratio;   // speed gates: above this the measurement is impossible, the gate fails
   std::vector<std::string> allow_libraries;  // library kernels allowed inside the step (empty: the student's own only)
+  int gpus = 1;                              // the GPUs the gate needs (at most the lab's)
   bool hidden = false;
   std::string hint;
 };
