@@ -228,9 +228,10 @@ void skip_gates_needing_more_gpus(LabResult& lab, int visible) {
   for (auto& g : lab.gates) {
     if (g.status != Status::missing || g.gpus <= visible) continue;
     g.status = Status::skipped;
-    // "this gate needs": the words the fixture check (fixtures.cpp) and the binaries' own skips use.
+    // "this gate needs": the words the fixture check (fixtures.cpp) and the binaries' own skips use. (A batch whose
+    // workers see too few GPUs has said before it started how to give a worker more: multi_gpu_warnings.)
     g.message = "this gate needs " + std::to_string(g.gpus) + " GPUs and the lab sees " + std::to_string(visible) +
-                " here, so it was not run (`labgrade batch --gpus 0+1` gives one worker two GPUs)";
+                " here, so it was not run";
   }
 }
 
