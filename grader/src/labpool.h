@@ -142,6 +142,9 @@ void for_each_concurrently(std::size_t n, int jobs, const std::function<void(std
 // in two processes each. Those labs' runs got shorter (lab 07 31 to 28 s), but every lab's checks then ran at once
 // and the labs started last (02, 03) waited for a free place until 41 s: `--solutions` took 47.9, 48.0 and 50.8 s
 // against 45.6-46.4 s with one process per lab. memcheck and racecheck one after the other: 44.6, 47.9, 47.9 s.
+// Since then the untimed part is bound by the GPU's own work (tools/gpu_share.py, one H200, 2026-11-28: busy 21 of
+// its 24 s, racecheck 10.8 GPU-seconds of it): lab 07's plain run 6.6 s shorter (a cheaper unreachable-tolerance
+// problem) left the total where it was, its checks starting earlier and taking the GPU time it gave back.
 int default_lab_jobs(double gpu_memory_gib, int cpus_per_worker, std::size_t labs);
 
 // The order in which to start labs so that the last to finish ends soon after the others: the longest first
