@@ -8,9 +8,10 @@ cases.
   tools/gate_trace.py /tmp/trace.jsonl --timeline       # which gate processes ran when, on one clock
 
 Each line of the trace is one gate::require (one checked case, mostly), or the start or end of compare_speed's timed
-calls: {"lab", "pid", "gate", "context", "ok", "ms", "sanitizer", "t"}, where ms is the time since the gate began or since
-the previous line of the same process and t the wall clock (seconds; traces written before it was added have none). A gate's time after its last line (teardown) is not in the trace; the grader's
-per-gate times (its JUnit or JSON output) have it.
+calls: {"lab", "pid", "gate", "context", "ok", "ms", "sanitizer", "t"}, where ms is the time since the gate began or
+since the previous line of the same process and t the wall clock (seconds; traces written before it was added have
+none). A gate's time after its last line (teardown) is not in the trace; the grader's per-gate times (its JUnit or
+JSON output) have it.
 """
 import argparse
 import json
@@ -25,7 +26,8 @@ def main():
     p.add_argument("--lab", help="only this lab, e.g. 01")
     p.add_argument("--top", type=int, default=10, help="how many of the costliest cases to list (default 10)")
     p.add_argument("--timeline", action="store_true",
-                   help="one line per gate process (lab, tool): from its first traced case to its last, on the run's clock")
+                   help="one line per gate process (lab, tool): from its first traced case to its last, "
+                        "on the run's clock")
     a = p.parse_args()
 
     rows = []

@@ -96,8 +96,8 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
     if (const toml::node* n = g->get("gpus")) {
       const toml::value<std::int64_t>* v = n->as_integer();
       if (!v || v->get() < 1 || v->get() > r.gpus)
-        fail(source, where(node) + ": gate `" + gate.id + "`: gpus must be a whole number from 1 to the lab's `gpus` (" +
-                         std::to_string(r.gpus) + ")");
+        fail(source, where(node) + ": gate `" + gate.id +
+                         "`: gpus must be a whole number from 1 to the lab's `gpus` (" + std::to_string(r.gpus) + ")");
       gate.gpus = static_cast<int>(v->get());
     }
     gate.hidden = (*g)["hidden"].value_or(false);

@@ -136,12 +136,12 @@ void for_each_concurrently(std::size_t n, int jobs, const std::function<void(std
 // 2026-11-27: 53.4, 51.8, 52.7; 2026-11-28: 55.2 and 56.4 with 4, 53.4 and 54.8 with 6, 52.1 with 8); on an H200
 // with 16 cores labs 01-07 took 93 s with 4, 88 s with 7, 124 s with one: more labs at once gain little past 6, the
 // untimed work being bound by the GPU's time slices.
-// Beside each other every lab's run is 2-4 times slower than alone (one H200, 2026-11-28, gate trace timelines: lab 04's
-// memcheck 3.3 s alone, 13 s beside five labs); what shortens a workbook is less work per round trip to the device
-// (labkit::SlotBatch), not more processes. Tried the same day and reverted: the untimed gates of labs 01, 04 and 07
-// in two processes each. Those labs' runs got shorter (lab 07 31 to 28 s), but every lab's checks then ran at once
-// and the labs started last (02, 03) waited for a free place until 41 s: `--solutions` took 47.9, 48.0 and 50.8 s
-// against 45.6-46.4 s with one process per lab. memcheck and racecheck one after the other: 44.6, 47.9, 47.9 s.
+// Beside each other every lab's run is 2-4 times slower than alone (one H200, 2026-11-28, gate trace timelines: lab
+// 04's memcheck 3.3 s alone, 13 s beside five labs); what shortens a workbook is less work per round trip to the
+// device (labkit::SlotBatch), not more processes. Tried the same day and reverted: the untimed gates of labs 01, 04
+// and 07 in two processes each. Those labs' runs got shorter (lab 07 31 to 28 s), but every lab's checks then ran at
+// once and the labs started last (02, 03) waited for a free place until 41 s: `--solutions` took 47.9, 48.0 and
+// 50.8 s against 45.6-46.4 s with one process per lab. memcheck and racecheck one after the other: 44.6, 47.9, 47.9 s.
 // Since then the untimed part is bound by the GPU's own work (tools/gpu_share.py, one H200, 2026-11-28: busy 21 of
 // its 24 s, racecheck 10.8 GPU-seconds of it): lab 07's plain run 6.6 s shorter (a cheaper unreachable-tolerance
 // problem) left the total where it was, its checks starting earlier and taking the GPU time it gave back.

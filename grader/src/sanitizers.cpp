@@ -356,11 +356,11 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec, std::optiona
   // memcheck is light (a few seconds per lab on an H100) and hides behind racecheck, so a lab's checks take about
   // racecheck's time. One tool after the other was no faster over the whole workbook (`--solutions` on one H200,
   // 2026-11-28: 44.6, 47.9 and 47.9 s against 46.4, 45.6, 46.2 and 45.7 s at the same time): fewer processes share
-  // the GPU's time slices, but each lab's checks take longer. racecheck itself is bound by the GPU's instrumented work: splitting it into more processes
-  // at once gains nothing (measured: lab 01 in four racecheck processes 38 s, in one 40 s), which is why the gates
-  // give it less to do instead (labkit::gate::default_racecheck), gates without shared memory skip it and it
-  // instruments only the steps' own kernels with shared memory (kernels_to_check, above). memcheck likewise
-  // instruments only the kernels the steps ran.
+  // the GPU's time slices, but each lab's checks take longer. racecheck itself is bound by the GPU's instrumented
+  // work: splitting it into more processes at once gains nothing (measured: lab 01 in four racecheck processes 38 s,
+  // in one 40 s), which is why the gates give it less to do instead (labkit::gate::default_racecheck), gates without
+  // shared memory skip it and it instruments only the steps' own kernels with shared memory (kernels_to_check,
+  // above). memcheck likewise instruments only the kernels the steps ran.
   // The progress display is shared: one thread at a time.
   auto show_mutex = std::make_shared<std::mutex>();
   if (spec.on_gate_start)
