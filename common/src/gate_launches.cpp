@@ -9,6 +9,7 @@
 #include "labkit/gate.h"
 #include "labkit/launches.h"
 #include "labkit/report.h"
+#include "labkit/slot_batch.h"
 
 namespace labkit::gate {
 
@@ -141,6 +142,17 @@ void own_kernels(std::string_view step, const std::function<void()>& call) {
   const std::vector<launches::Kernel> ran = recorder->stop();
   check_call(step, ran);
   report_step_kernels(ran);
+}
+
+std::string batch_failure(SlotBatch& batch, std::string_view step, const std::string& what,
+                          const std::function<void(int k)>& call,
+                          const std::function<long long(int k, std::size_t j)>& source) {
+  const auto all_calls = [&] {
+    own_kernels(step, [&] {
+      for (int k = 0; k < batch.calls(); ++k) call(k);
+    });
+  };
+  return batch.run_and_check(all_calls, source, repeat_runs()) ? "" : batch.failure(what);
 }
 
 void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& opt, RecordedCalls which) {

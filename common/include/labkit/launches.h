@@ -44,6 +44,10 @@
 
 #include "labkit/timing.h"
 
+namespace labkit {
+class SlotBatch;  // slot_batch.h
+}
+
 namespace labkit::launches {
 
 // One kernel that ran inside a scope.
@@ -178,4 +182,13 @@ void own_kernels(std::string_view step, const std::function<void()>& call);
 // "ran no kernel" check like own_kernels' scopes; their kernels are not reported for the grader's memory and race
 // checks, which run only the correctness gates.
 void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& opt, RecordedCalls which);
+
+// A gate's batch of a step's small calls (labkit::SlotBatch, slot_batch.h): `call(k)` makes call k on batch.in(k)
+// and batch.out(k); all of them run inside one own_kernels scope named `step`, are checked against `source`
+// (SlotBatch::matches) and, under repeat_runs(), run a second time and compared bit for bit. Returns "" when the
+// batch is right, else the gate's message (SlotBatch::failure(what)); the caller decides whether to check every
+// case on its own first, for a message that names the case.
+std::string batch_failure(SlotBatch& batch, std::string_view step, const std::string& what,
+                          const std::function<void(int k)>& call,
+                          const std::function<long long(int k, std::size_t j)>& source);
 }  // namespace labkit::gate

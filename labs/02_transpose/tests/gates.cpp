@@ -269,7 +269,7 @@ void check_huge(Step step) {
 // is a dozen round trips to the device, each waiting for the GPU's time slice when other labs share it: beside them
 // on one H200, the 27 shapes took about 2 s a step (0.3 s alone). When anything differs, every shape is checked again
 // on its own buffers (check_shape), whose message names the shape and the likely mistake.
-// Returns "" when the batch is right, else what it found (SlotBatch::failure).
+// Returns "" when the batch is right, else what it found (labkit::gate::batch_failure).
 std::string batch_failure(Step step, const std::vector<std::pair<Shape, Offsets>>& cases, const std::string& what) {
   std::vector<labkit::SlotBatch::Call> slots;
   for (const auto& [s, o] : cases) {
@@ -277,12 +277,6 @@ std::string batch_failure(Step step, const std::vector<std::pair<Shape, Offsets>
     slots.push_back({n, n, std::size_t(o.in), std::size_t(o.out)});
   }
   labkit::SlotBatch batch(slots, labkit::gate::seed(std::string("batch ") + kStepName[int(step)]));
-  const auto all_calls = [&] {
-    labkit::gate::own_kernels(kStepName[int(step)], [&] {
-      for (int k = 0; k < batch.calls(); ++k)
-        run(step, cases[std::size_t(k)].first.rows, cases[std::size_t(k)].first.cols, batch.in(k), batch.out(k));
-    });
-  };
   // out(c, r) = in(r, c) for the transposes (out is cols x rows); the copy keeps the layout.
   auto source = [&](int k, std::size_t j) {
     const Shape& s = cases[std::size_t(k)].first;
@@ -290,7 +284,11 @@ std::string batch_failure(Step step, const std::vector<std::pair<Shape, Offsets>
     const std::size_t c = j / std::size_t(s.rows), r = j % std::size_t(s.rows);
     return static_cast<long long>(r * std::size_t(s.cols) + c);
   };
-  return batch.run_and_check(all_calls, source, labkit::gate::repeat_runs()) ? "" : batch.failure(what);
+  auto call = [&](int k) {
+    const Shape& s = cases[std::size_t(k)].first;
+    run(step, s.rows, s.cols, batch.in(k), batch.out(k));
+  };
+  return labkit::gate::batch_failure(batch, kStepName[int(step)], what, call, source);
 }
 
 void check_step(Step step) {

@@ -121,14 +121,10 @@ void check_strided(std::size_t n, int stride) {
 // case runs on its own buffers (check_offset, check_strided), whose message names the case.
 void check_batch(labkit::SlotBatch& batch, const std::string& what, const std::function<void(int)>& call,
                  const std::function<long long(int, std::size_t)>& source, const std::function<void()>& one_by_one) {
-  const auto all_calls = [&] {
-    labkit::gate::own_kernels(what, [&] {
-      for (int k = 0; k < batch.calls(); ++k) call(k);
-    });
-  };
-  if (!batch.run_and_check(all_calls, source, labkit::gate::repeat_runs())) {
+  const std::string failure = labkit::gate::batch_failure(batch, what, what, call, source);
+  if (!failure.empty()) {
     one_by_one();
-    FAIL(batch.failure(what) << "\n  " << labkit::gate::reproduce_hint());
+    FAIL(failure << "\n  " << labkit::gate::reproduce_hint());
   }
   labkit::gate::require(labkit::Verdict{}, what);
 }
