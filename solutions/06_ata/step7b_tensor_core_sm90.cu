@@ -26,17 +26,41 @@ unsigned upper_blocks(int T) {
   return static_cast<unsigned>(n);
 }
 
-// Linear index b -> tile (bi, bj) with bi <= bj, row by row: row r holds the T - r tiles bj = r .. T-1.
-// A loop of at most T cheap steps per block (T = 64 at N = 8192 with 128-wide tiles): microseconds, against a
-// block that runs for a millisecond or more. Consecutive b share bi, so neighbouring blocks reuse panel P in L2.
+// Linear index b -> tile (bi, bj) with bi <= bj, for a 1-D grid of the upper tiles. The order decides which panels
+// of A the blocks resident at one time share in L2 (a wave is one block per SM: 132 tiles on an H100).
+// kBand == 0: row by row (row r holds the T - r tiles bj = r .. T-1): a wave shares one row panel P and reads up to
+// 132 distinct column panels Q. kBand = h > 0: bands of h tile rows, each band column by column (rows ascending
+// within a column): a wave reads about h row panels and 132 / h column panels. A loop of at most T cheap steps per
+// block (T = 64 at N = 8192 with 128-wide tiles): microseconds, against a block that runs for a millisecond or more.
+template <int kBand>
 __device__ __forceinline__ void upper_tile(int b, int T, int& bi, int& bj) {
-  int r = 0;
-  while (b >= T - r) {
-    b -= T - r;
-    ++r;
+  if constexpr (kBand == 0) {
+    int r = 0;
+    while (b >= T - r) {
+      b -= T - r;
+      ++r;
+    }
+    bi = r;
+    bj = r + b;
+  } else {
+    // Band rows r0 .. r0 + h - 1: its first h columns hold 1 .. h tiles (a triangle), every later column h.
+    int r0 = 0, h = min(kBand, T);
+    while (b >= h * (h + 1) / 2 + h * (T - r0 - h)) {
+      b -= h * (h + 1) / 2 + h * (T - r0 - h);
+      r0 += h;
+      h = min(kBand, T - r0);
+    }
+    if (b < h * (h + 1) / 2) {
+      int col = 0;
+      while (b > col) b -= ++col;  // column r0 + col holds col + 1 tiles
+      bi = r0 + b;
+      bj = r0 + col;
+    } else {
+      b -= h * (h + 1) / 2;
+      bi = r0 + b % h;
+      bj = r0 + h + b / h;
+    }
   }
-  bi = r;
-  bj = r + b;
 }
 
 int current_device() {
@@ -143,7 +167,7 @@ __device__ __forceinline__ void cp_async_wait() {
 // KM: the MMA's k (4, 8 or 16). BK: rows of A per pipeline stage. kVec16: N even, A and C 16-byte aligned.
 // kPrefetch: the fragments of the next k-step are read from shared memory while this step's MMAs run (two register
 // sets), and at the last k-step of a tile the barrier comes before the reads of the next tile's first fragments.
-template <int KM, int BK, int kStages, bool kVec16, bool kPrefetch = false>
+template <int KM, int BK, int kStages, bool kVec16, bool kPrefetch = false, int kBand = 0>
 __global__ void __launch_bounds__(h9::kThreads, 1) ata_dmma_sm90_kernel(int M, int N, const double* __restrict__ A,
                                                                         double* __restrict__ C, int T) {
   using namespace h9;
@@ -155,7 +179,7 @@ __global__ void __launch_bounds__(h9::kThreads, 1) ata_dmma_sm90_kernel(int M, i
   // Stage s: sP = smem + (2s) * BK * LD, sQ = smem + (2s + 1) * BK * LD; element (k, c) at [k * LD + c].
 
   int bi, bj;
-  upper_tile(blockIdx.x, T, bi, bj);
+  upper_tile<kBand>(blockIdx.x, T, bi, bj);
   const int I0 = bi * BT, J0 = bj * BT;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wr = (warp / (BT / WN)) * WM;  // 0 or 64
@@ -326,38 +350,38 @@ __global__ void __launch_bounds__(h9::kThreads, 1) ata_dmma_sm90_kernel(int M, i
 // Whether the image of the sm_90 kernel that the runtime loaded for the current device comes from sm_90 or newer
 // code: a program built for sm_80 only would JIT its compute_80 PTX (ptxVersion 80), in which the kernel is a
 // __trap().
-template <int KM, int BK, int kStages, bool kPrefetch>
+template <int KM, int BK, int kStages, bool kPrefetch, int kBand>
 bool dmma_sm90_loaded(int dev) {
   static DeviceFlags flags;
   return per_device(flags, dev, [] {
     cudaFuncAttributes attr{};
-    LABKIT_CUDA(cudaFuncGetAttributes(&attr, ata_dmma_sm90_kernel<KM, BK, kStages, true, kPrefetch>));
+    LABKIT_CUDA(cudaFuncGetAttributes(&attr, ata_dmma_sm90_kernel<KM, BK, kStages, true, kPrefetch, kBand>));
     return attr.ptxVersion >= 90;
   });
 }
 
-template <int KM, int BK, int kStages, bool kVec16, bool kPrefetch>
+template <int KM, int BK, int kStages, bool kVec16, bool kPrefetch, int kBand>
 void launch_dmma_sm90_as(int M, int N, const double* A, double* C) {
   constexpr std::size_t bytes = h9::smem_bytes(BK, kStages);
   static DeviceFlags configured;  // above the 48 KiB default: opt in once per device and instantiation
   per_device(configured, current_device(), [] {
-    LABKIT_CUDA(cudaFuncSetAttribute(ata_dmma_sm90_kernel<KM, BK, kStages, kVec16, kPrefetch>,
+    LABKIT_CUDA(cudaFuncSetAttribute(ata_dmma_sm90_kernel<KM, BK, kStages, kVec16, kPrefetch, kBand>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     return true;
   });
   const int T = static_cast<int>(blocks(N, h9::BT));
-  ata_dmma_sm90_kernel<KM, BK, kStages, kVec16, kPrefetch><<<upper_blocks(T), h9::kThreads, bytes>>>(M, N, A, C, T);
+  ata_dmma_sm90_kernel<KM, BK, kStages, kVec16, kPrefetch, kBand><<<upper_blocks(T), h9::kThreads, bytes>>>(M, N, A, C, T);
   LABKIT_CHECK_LAUNCH();
 }
 
 // 16-byte copies and stores where N is even and both arrays are 16-byte aligned (every row of A and C then starts
 // on a 16-byte boundary), 8-byte copies otherwise: the gates pass pointers one double off a 16-byte boundary.
-template <int KM, int BK, int kStages, bool kPrefetch = false>
+template <int KM, int BK, int kStages, bool kPrefetch = false, int kBand = 0>
 void launch_dmma_sm90(int M, int N, const double* A, double* C) {
   if (N % 2 == 0 && aligned16(A) && aligned16(C))
-    launch_dmma_sm90_as<KM, BK, kStages, true, kPrefetch>(M, N, A, C);
+    launch_dmma_sm90_as<KM, BK, kStages, true, kPrefetch, kBand>(M, N, A, C);
   else
-    launch_dmma_sm90_as<KM, BK, kStages, false, kPrefetch>(M, N, A, C);
+    launch_dmma_sm90_as<KM, BK, kStages, false, kPrefetch, kBand>(M, N, A, C);
 }
 
 // The configuration ata_tensor_core_sm90 uses: m16n8k<kTunedKM> MMAs, kTunedBK rows of A per stage, kTunedStages
@@ -367,6 +391,7 @@ void launch_dmma_sm90(int M, int N, const double* A, double* C) {
 // k8's prefetch spills.
 constexpr int kTunedKM = 4, kTunedBK = 16, kTunedStages = 4;
 constexpr bool kTunedPrefetch = true;
+constexpr int kTunedBand = 0;  // tiles row by row (upper_tile)
 
 }  // namespace
 
@@ -378,11 +403,11 @@ void ata_tensor_core_sm90(int M, int N, const double* A, double* C) {
   if (major != 9)
     throw std::runtime_error("lab06 step 7b: mma.sync m16n8k4 f64 exists on sm_90 only (this device is sm_" +
                              std::to_string(major) + "x)");
-  if (!dmma_sm90_loaded<kTunedKM, kTunedBK, kTunedStages, kTunedPrefetch>(dev))
+  if (!dmma_sm90_loaded<kTunedKM, kTunedBK, kTunedStages, kTunedPrefetch, kTunedBand>(dev))
     throw std::runtime_error("lab06 step 7b: this program holds no sm_90 code for the kernel (built for older "
                              "architectures only): configure with CMAKE_CUDA_ARCHITECTURES=native (the default) "
                              "or a list that includes 90");
-  launch_dmma_sm90<kTunedKM, kTunedBK, kTunedStages, kTunedPrefetch>(M, N, A, C);
+  launch_dmma_sm90<kTunedKM, kTunedBK, kTunedStages, kTunedPrefetch, kTunedBand>(M, N, A, C);
 }
 
 }  // namespace lab06

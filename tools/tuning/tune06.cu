@@ -6,7 +6,9 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Ilabs/06_ata -Icommon/include tools/tuning/tune06.cu \
 //        solutions/06_ata/step7a_tensor_core.cu build/gpu/common/liblabkit.a -lcublas -lcusparse -o /tmp/tune06
 // (It includes step 7b's file, to reach its kernel templates, and links step 7a's for the m8n8k4 kernel.)
-// Run: /tmp/tune06 [--quick]   (--quick: 8192 x 8192 only, KM=8 variants only)
+// Run: /tmp/tune06 [--quick | --bands]   (--quick: 8192 x 8192 only, without the k16 variants; --bands: the tuned
+// configuration with its tiles in each block order (upper_tile's kBand), each timed against cublasDsyrk directly,
+// three rounds)
 #include "../../solutions/06_ata/step7b_tensor_core_sm90.cu"
 
 #include <algorithm>
@@ -33,14 +35,23 @@ struct Variant {
   int tile;        // its block tile (for the real work count)
 };
 
-template <int KM, int BK, int S, bool P = false>
+template <int KM, int BK, int S, bool P = false, int Band = 0>
 Variant sm90() {
   std::string n = "sm90 k" + std::to_string(KM) + " bk" + std::to_string(BK) + " s" + std::to_string(S);
   if (P) n += " pf";  // the fragments of the next k-step read during this step's MMAs
-  if (KM == lab06::kTunedKM && BK == lab06::kTunedBK && S == lab06::kTunedStages && P == lab06::kTunedPrefetch)
+  if (Band) n += " band" + std::to_string(Band);
+  if (KM == lab06::kTunedKM && BK == lab06::kTunedBK && S == lab06::kTunedStages && P == lab06::kTunedPrefetch &&
+      Band == lab06::kTunedBand)
     n += " *";
-  return {n, [](int M, int N, const double* A, double* C) { lab06::launch_dmma_sm90<KM, BK, S, P>(M, N, A, C); }, true,
-          lab06::h9::BT};
+  return {n, [](int M, int N, const double* A, double* C) { lab06::launch_dmma_sm90<KM, BK, S, P, Band>(M, N, A, C); },
+          true, lab06::h9::BT};
+}
+
+// The tuned configuration in every block order, each timed against cublasDsyrk in the same compare_speed (ratio =
+// Dsyrk median / variant median, > 1: faster than Dsyrk), three rounds so that drift shows.
+template <int Band>
+Variant tuned_in_band() {
+  return sm90<lab06::kTunedKM, lab06::kTunedBK, lab06::kTunedStages, lab06::kTunedPrefetch, Band>();
 }
 
 struct Check {
@@ -76,6 +87,7 @@ Check check(const std::vector<double>& x, const std::vector<double>& ref, int N)
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && !std::strcmp(argv[1], "--quick");
+  const bool bands = argc > 1 && !std::strcmp(argv[1], "--bands");
   if (!labkit::has_device()) {
     std::fprintf(stderr, "%s\n", labkit::no_device_reason().c_str());
     return 1;
@@ -90,6 +102,43 @@ int main(int argc, char** argv) {
     const double one = 1.0, zero = 0.0;
     LABKIT_CUBLAS(cublasDsyrk(h, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, N, M, &one, A, N, &zero, C, N));
   };
+
+  if (bands) {
+    const std::vector<Variant> orders = {tuned_in_band<0>(), tuned_in_band<2>(), tuned_in_band<4>(),
+                                         tuned_in_band<8>(), tuned_in_band<16>()};
+    const int M = 8192, N = 8192;
+    const std::size_t na = std::size_t(M) * N, nc = std::size_t(N) * N;
+    labkit::DeviceBuffer<double> A(na), Cref(nc), C(nc);
+    labkit::fill_random_device(A.data(), na, 6);
+    dgemm(M, N, A.data(), Cref.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    const std::vector<double> ref = Cref.download();
+    bool ok = true;
+    for (const Variant& v : orders) {
+      LABKIT_CUDA(cudaMemset(C.data(), 0xFF, nc * sizeof(double)));
+      v.fn(M, N, A.data(), C.data());
+      LABKIT_CUDA(cudaDeviceSynchronize());
+      const Check ck = check(C.download(), ref, N);
+      const bool good = ck.rel <= 1e-12 && ck.asym == 0 && ck.nonfinite == 0;
+      ok = ok && good;
+      std::printf("%-32s %s rel %.2e asym %zu unwritten %zu\n", v.name.c_str(), good ? "ok  " : "FAIL", ck.rel,
+                  ck.asym, ck.nonfinite);
+    }
+    labkit::TimingOptions opt;
+    opt.warmup = 2;
+    opt.min_repeats = 7;
+    opt.budget_ms = 400;
+    std::printf("\nM = N = 8192, vs cublasDsyrk in the same compare_speed: variant ms, Dsyrk ms, Dsyrk / variant\n");
+    for (int round = 0; round < 3; ++round)
+      for (const Variant& v : orders) {
+        const auto cmp = labkit::compare_speed([&](int) { dsyrk(M, N, A.data(), C.data()); },
+                                               [&](int) { v.fn(M, N, A.data(), C.data()); }, opt);
+        std::printf("round %d  %-32s %8.3f %8.3f %7.4f\n", round, v.name.c_str(), cmp.candidate.median_ms,
+                    cmp.baseline.median_ms, cmp.ratio);
+      }
+    std::printf("%s\n", ok ? "all checks passed" : "SOME CHECKS FAILED");
+    return ok ? 0 : 1;
+  }
 
   std::vector<Variant> variants = {
       {"step 7a m8n8k4", lab06::ata_tensor_core, true, 128},
