@@ -139,6 +139,7 @@ void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name,
   }
   report::metric("ratio", cmp.ratio, "x");
   report::metric("escaped_ms", cmp.escaped_ms, "ms");
+  if (cmp.stall_rounds > 0) report::metric("stall_rounds", cmp.stall_rounds, "rounds");
   // Two recorded calls: how much slower the faster of them ran than the counted median. Not judged here (the
   // reference's gates measured 1.004-1.223 on H100s, the recorder's cost per kernel and the machine's noise; a
   // bound for every GPU is not known); the class report lists the gates far above 1 (labgrade's writers.cpp,

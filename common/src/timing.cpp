@@ -266,23 +266,37 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   };
   const bool two_calls = tc.record && !every_call;
   // Alternate baseline and candidate so that both see the same clocks and temperature.
-  for (int round = 0; static_cast<int>(tb.size()) < opt.max_repeats &&
-                      (static_cast<int>(tb.size()) < opt.min_repeats || total < 2 * opt.budget_ms);
-       ++round) {
+  auto one_round = [&](int round) {
     const double b = timed(baseline, &baseline_wait);
     idle.push_back(baseline_wait);
     const int k = call;
     if (two_calls && round == tc.recorded_round) {
       recorded.push_back(timed(candidate, nullptr, true));  // checked, not counted (see TimedCase::record)
       if (round == tc.verified_round) verify_picked(k);  // a gate that set both to one round
-      continue;
+      return;
     }
     tb.push_back(b);
     tcand.push_back(timed(candidate, &wait));
     esc.push_back(wait);
     total += tb.back() + tcand.back();
     if (round == tc.verified_round) verify_picked(k);
-  }
+  };
+  int round = 0;
+  for (; static_cast<int>(tb.size()) < opt.max_repeats &&
+         (static_cast<int>(tb.size()) < opt.min_repeats || total < 2 * opt.budget_ms);
+       ++round)
+    one_round(round);
+  // A stalled median (stalled_median): more rounds until neither side's is, the candidate's with its escaped work
+  // charged as below.
+  const int stall_cap = std::max(opt.min_repeats, 6);
+  int stall_rounds = 0;
+  const auto stalled = [&] {
+    std::vector<double> charged = tcand;
+    charge_escaped_tail(charged, esc, summarize(idle).median_ms);
+    return stalled_median(tb) || stalled_median(charged);
+  };
+  for (; stall_rounds < stall_cap && static_cast<int>(tb.size()) < opt.max_repeats && stalled(); ++stall_rounds)
+    one_round(round++);
   if (two_calls) recorded.push_back(timed(candidate, nullptr, true));  // the last call, recorded too
   report::detail::trace_checkpoint("the timed calls", true);
   // The last call was the candidate's: its output, on inputs it never saw before, must be right.
@@ -291,7 +305,14 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   SpeedComparison c = summarize_comparison(std::move(tb), std::move(tcand), std::move(esc));
   // The faster one: a host thread descheduled during one recorded call's launch (a busy machine) does not count.
   if (!recorded.empty()) c.recorded_ms = *std::min_element(recorded.begin(), recorded.end());
+  c.stall_rounds = stall_rounds;
   return c;
+}
+
+bool stalled_median(const std::vector<double>& ms) {
+  if (ms.size() < 2) return false;
+  const double fastest = *std::min_element(ms.begin(), ms.end());
+  return fastest > 0 && summarize(ms).median_ms > 1.1 * fastest;
 }
 
 void charge_escaped_tail(std::vector<double>& candidate_ms, const std::vector<double>& escaped_ms, double idle_ms) {
@@ -315,6 +336,7 @@ SpeedComparison per_unit_difference(const SpeedComparison& shorter, const SpeedC
   c.ratio = c.candidate.median_ms > 0 ? c.baseline.median_ms / c.candidate.median_ms : 0;
   c.escaped = shorter.escaped || longer.escaped;
   c.escaped_ms = std::max(shorter.escaped_ms, longer.escaped_ms);
+  c.stall_rounds = shorter.stall_rounds + longer.stall_rounds;
   return c;
 }
 

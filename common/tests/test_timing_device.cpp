@@ -4,9 +4,11 @@
 // GPU machine these prove that a step skipping its work on most calls, or leaving work on a second GPU, is seen. The "step" here is a copy of a fresh input into a poisoned output.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "labkit/buffer.h"
@@ -183,6 +185,40 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
                       "a library kernel");
     CHECK(events == std::vector<std::string>{"stop"});
   }
+}
+
+TEST_CASE("compare_speed times more rounds while a median is stalled", "[gpu][timing]") {
+  if (!labkit::has_device()) SKIP(labkit::no_device_reason());
+  CopyCase c;
+  labkit::DeviceBuffer<float> spare(kN);
+  // Both sides idle the device for 2 ms inside the timed interval (the host sleeps between the events), so a call
+  // takes about 2 ms; the candidate's first two counted calls (3 and 5: warm-up 0 and 1, then baseline 2 + 2r and
+  // candidate 3 + 2r) stall 40 ms more, as a cudaMalloc waiting for the driver's lock did beside another worker.
+  const auto pause = [](double ms) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); };
+  const auto baseline = [&](int) {
+    pause(2);
+    LABKIT_CUDA(cudaMemcpyAsync(spare.data(), c.in.data(), kN * sizeof(float), cudaMemcpyDeviceToDevice));
+  };
+  const auto candidate = [&](int k) {
+    pause(k == 3 || k == 5 ? 42 : 2);
+    c.copy();
+  };
+  labkit::TimingOptions opt;
+  opt.warmup = 1;
+  opt.min_repeats = 3;
+  opt.budget_ms = 0;
+  const auto cmp = labkit::compare_speed(baseline, candidate, c.tc, opt);
+  CHECK(cmp.stall_rounds >= 1);
+  CHECK(cmp.stall_rounds <= 6);  // max(min_repeats, 6)
+  CHECK(cmp.candidate.repeats == 3 + cmp.stall_rounds);
+  CHECK(cmp.candidate.median_ms < 20);  // a clean call: without the extra rounds it was a stalled one (42 ms)
+  CHECK(c.checked.size() == 1);         // the last call, verified as always
+  CHECK(c.checked[0].right);
+  // max_repeats bounds the extra rounds: a gate that asked for exactly three rounds gets three.
+  opt.max_repeats = 3;
+  const auto capped = labkit::compare_speed(baseline, candidate, c.tc, opt);
+  CHECK(capped.stall_rounds == 0);
+  CHECK(capped.candidate.median_ms > 40);
 }
 
 TEST_CASE("work a step leaves on a second GPU is escaped work", "[gpu][timing]") {

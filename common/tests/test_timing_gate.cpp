@@ -115,6 +115,19 @@ TEST_CASE("summarize_comparison: medians, ratio and escaped work", "[cpu][timing
   CHECK_FALSE(t.escaped);
 }
 
+TEST_CASE("a median is stalled when half the calls or more ran 10 % over the fastest", "[cpu][timing]") {
+  using labkit::stalled_median;
+  CHECK_FALSE(stalled_median({}));
+  CHECK_FALSE(stalled_median({5}));
+  CHECK_FALSE(stalled_median({49.0, 49.5, 50.1}));  // a quiet machine: a few per cent
+  CHECK_FALSE(stalled_median({49.0, 49.5, 106.9}));  // one stalled call of three: the median is a clean one
+  CHECK(stalled_median({49.0, 73.7, 106.9}));         // two of three (lab 07 step 4 beside another worker)
+  CHECK(stalled_median({49.0, 50.8, 73.7, 106.9}));   // two of four: the median averages a stalled call in
+  CHECK_FALSE(stalled_median({49.0, 49.1, 50.8, 73.7, 106.9}));  // a clean round more, and it is clean again
+  CHECK_FALSE(stalled_median({1.0, 1.1, 1.1}));       // exactly 10 %: not over
+  CHECK(stalled_median({1.0, 2.0}));
+}
+
 TEST_CASE("work left running past the stop event is charged to the call", "[cpu][timing]") {
   // A step that leaves a fifth of its work on a private stream: 0.8 ms seen by the events, 0.2 ms waited for after
   // them (under the escaped-work bound of a quarter), against an idle round trip of 0.01 ms.

@@ -42,6 +42,8 @@ struct SpeedComparison {
   // that runs its own kernels only when recorded and a faster library otherwise shows here as a recorded call well
   // slower than its median (gate::require_speedup reports the quotient, the class report lists the outliers).
   double recorded_ms = 0;
+  // Rounds timed beyond the usual count because a median was stalled (stalled_median): 0 on a quiet machine.
+  int stall_rounds = 0;
 };
 
 // A timed case that cannot be replayed or hidden from the timer (issue: speed gates a student cannot game):
@@ -132,6 +134,16 @@ double escaped_limit_ms(double candidate_median_ms);
 // behind) is added to that call's time before the medians are taken. A healthy step waits as long as the baseline
 // does and keeps its time; a descheduled wait now and then moves a single call, not the median.
 void charge_escaped_tail(std::vector<double>& candidate_ms, const std::vector<double>& escaped_ms, double idle_ms);
+// Whether the median of a side's call times `ms` sits more than 10 % above its fastest call: half of the calls or
+// more were slowed by something outside them. On a machine that grades on several GPUs at once, a call that
+// allocates (cudaMalloc, cudaMallocHost: a solver's work vectors) waits for the driver's locks while another
+// worker's processes create contexts or pin memory: 11-57 ms more on a 49 ms CG call in one of every few calls on
+// two H200s, while calls that allocate nothing kept their time (session 36). Three calls and two of them stalled
+// put lab 07 step 4's reference at 0.42 of its floor. compare_speed then times more rounds (up to
+// max(min_repeats, 6) more, within max_repeats) until neither side's median is stalled, so the median is again a
+// call that nothing slowed; a quiet machine's calls spread by a few per cent and take no extra round. Extra rounds
+// only add samples: a step cannot gain from them (the median still decides, and the same calls are verified).
+bool stalled_median(const std::vector<double>& ms);
 // Builds the comparison from the per-call times (ms) and per-call post-stop waits (ms) of the candidate.
 SpeedComparison summarize_comparison(std::vector<double> baseline_ms, std::vector<double> candidate_ms,
                                      std::vector<double> escaped_ms);
