@@ -431,6 +431,9 @@ std::vector<std::pair<std::string, std::string>> Batch::environment(const fs::pa
   };
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) env.emplace_back("LD_LIBRARY_PATH", ld);
   if (!gpu.empty()) env.emplace_back("CUDA_VISIBLE_DEVICES", gpu);
+  // An instructor's diagnosis of a speed gate's spread (labkit/timing.cpp): every timed call appended to this file,
+  // which every dedicated uid must be able to write. Only labgrade's own environment sets it, never a submission.
+  if (const char* trace = std::getenv("LABKIT_TIMING_TRACE")) env.emplace_back("LABKIT_TIMING_TRACE", trace);
   return env;
 }
 
