@@ -393,7 +393,7 @@ constexpr int kTunedKM = 4, kTunedBK = 16, kTunedStages = 4;
 constexpr bool kTunedPrefetch = true;
 // Tiles in bands of 8 tile rows (upper_tile): tools/tuning/tune06.cu --bands on an H200 (2026-11-28), against
 // cublasDsyrk at 8192 in three rounds: row by row 0.890 / 0.889 / 0.900, bands of 8 0.905 / 0.907 / 0.906 (bands of
-// 2: 0.894-0.898, 4: 0.897-0.910, 16: 0.892-0.907). About 1.5 %: the DMMA units, not L2, set this kernel's pace.
+// 2: 0.894-0.898, 4: 0.897-0.910, 16: 0.892-0.907). About 1.5 %: the tiles' order is not what keeps it from Dsyrk.
 constexpr int kTunedBand = 8;
 
 }  // namespace
