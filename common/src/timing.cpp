@@ -117,6 +117,7 @@ double escaped_limit_ms(double candidate_median_ms) { return std::max(0.25 * can
 SpeedComparison summarize_comparison(std::vector<double> baseline_ms, std::vector<double> candidate_ms,
                                      std::vector<double> escaped_ms) {
   SpeedComparison c;
+  c.stalled = stalled_median(baseline_ms) || stalled_median(candidate_ms);
   c.baseline = summarize(std::move(baseline_ms));
   c.candidate = summarize(std::move(candidate_ms));
   c.ratio = c.candidate.median_ms > 0 ? c.baseline.median_ms / c.candidate.median_ms : 0;
@@ -337,6 +338,7 @@ SpeedComparison per_unit_difference(const SpeedComparison& shorter, const SpeedC
   c.escaped = shorter.escaped || longer.escaped;
   c.escaped_ms = std::max(shorter.escaped_ms, longer.escaped_ms);
   c.stall_rounds = shorter.stall_rounds + longer.stall_rounds;
+  c.stalled = shorter.stalled || longer.stalled;
   return c;
 }
 

@@ -212,6 +212,7 @@ TEST_CASE("compare_speed times more rounds while a median is stalled", "[gpu][ti
   CHECK(cmp.stall_rounds <= 6);  // max(min_repeats, 6)
   CHECK(cmp.candidate.repeats == 3 + cmp.stall_rounds);
   CHECK(cmp.candidate.median_ms < 20);  // a clean call: without the extra rounds it was a stalled one (42 ms)
+  CHECK_FALSE(cmp.stalled);
   CHECK(c.checked.size() == 1);         // the last call, verified as always
   CHECK(c.checked[0].right);
   // max_repeats bounds the extra rounds: a gate that asked for exactly three rounds gets three.
@@ -219,6 +220,7 @@ TEST_CASE("compare_speed times more rounds while a median is stalled", "[gpu][ti
   const auto capped = labkit::compare_speed(baseline, candidate, c.tc, opt);
   CHECK(capped.stall_rounds == 0);
   CHECK(capped.candidate.median_ms > 40);
+  CHECK(capped.stalled);  // and the comparison says its median is not to be trusted
 }
 
 TEST_CASE("work a step leaves on a second GPU is escaped work", "[gpu][timing]") {

@@ -113,6 +113,12 @@ TEST_CASE("summarize_comparison: medians, ratio and escaped work", "[cpu][timing
   // A long step (8 ms) whose launch function ends with 0.5 ms of teardown: within a quarter of its time.
   auto t = labkit::summarize_comparison({8, 8, 8}, {8, 8, 8}, {0.5, 0.5, 0.5});
   CHECK_FALSE(t.escaped);
+  CHECK_FALSE(t.stalled);
+
+  // Two of three candidate calls stalled by the driver (lab 07 step 4 beside another worker): the verdict is the
+  // machine's, and the comparison says so; a stalled baseline counts too.
+  CHECK(labkit::summarize_comparison({49, 49, 49}, {49, 73.7, 106.9}, {0.01, 0.01, 0.01}).stalled);
+  CHECK(labkit::summarize_comparison({7, 20, 19}, {7, 7, 7}, {0.01, 0.01, 0.01}).stalled);
 }
 
 TEST_CASE("a median is stalled when half the calls or more ran 10 % over the fastest", "[cpu][timing]") {
@@ -212,6 +218,22 @@ TEST_CASE("the per-unit difference of two run lengths cancels the fixed cost", "
   // A candidate whose longer run is no slower has no meaningful rate: ratio 0, never infinite.
   longer.candidate.median_ms = 25;
   CHECK(labkit::per_unit_difference(shorter, longer, 32).ratio == 0);
+}
+
+TEST_CASE("the per-unit difference carries the stalls of both run lengths", "[cpu][timing]") {
+  labkit::SpeedComparison shorter, longer;
+  shorter.baseline.median_ms = 7;
+  shorter.candidate.median_ms = 8;
+  longer.baseline.median_ms = 49;
+  longer.candidate.median_ms = 50;
+  shorter.stall_rounds = 2;
+  longer.stall_rounds = 6;
+  longer.stalled = true;
+  const auto d = labkit::per_unit_difference(shorter, longer, 96);
+  CHECK(d.stall_rounds == 8);
+  CHECK(d.stalled);
+  longer.stalled = false;
+  CHECK_FALSE(labkit::per_unit_difference(shorter, longer, 96).stalled);
 }
 
 TEST_CASE("a fixed cost beyond the allowance counts as time of the units", "[cpu][timing]") {

@@ -444,6 +444,27 @@ void shared_gpu_section(std::ostream& md, const std::vector<SubmissionResult>& r
   md << "\n";
 }
 
+// Speed gates that lost points while their timing was unsteady: the gate reported `stalled` (labkit's
+// stalled_median), a median still more than 10 % above its side's fastest call after the extra rounds. On a
+// machine that grades on several GPUs at once, other workers' processes holding the GPU driver slowed a healthy
+// lab 07 step 4 to 0.42 of its floor; such a verdict is the machine's until a rerun says otherwise.
+void unsteady_timing_section(std::ostream& md, const std::vector<SubmissionResult>& results) {
+  std::vector<std::pair<std::string, std::string>> rows;  // student, gate and figure
+  for (const auto& r : results)
+    for (const auto& l : r.labs)
+      for (const auto& g : l.gates)
+        if (g.metrics.count("stalled") && g.points < g.max_points && g.status != Status::skipped)
+          rows.emplace_back(student_name(r), "lab" + l.lab + " " + g.id +
+                                                 (g.measured ? ", " + g.metric_name + " " + num(*g.measured) : ""));
+  if (rows.empty()) return;
+  md << "### Speed gates that lost points on unsteady timing\n\nThe calls' times still varied by more than 10 % "
+        "after the extra rounds the gate takes for that (other processes holding the GPU driver on a busy machine "
+        "do this): grade these students again, on a quieter machine if you can (remove their result.json from the "
+        "output folder and run the same batch command).\n\n| student | gate |\n|---|---|\n";
+  for (const auto& [student, gate] : rows) md << "| " << md_cell(student) << " | " << md_cell(gate) << " |\n";
+  md << "\n";
+}
+
 // Student files whose object holds what the object check does not refuse but asks to read (kObjectReviewNote):
 // the bytes of a system-call instruction inside another instruction.
 void object_review_section(std::ostream& md, const std::vector<SubmissionResult>& results) {
@@ -526,6 +547,7 @@ double recorded_review_cutoff(double counted_ms) {
 std::string speed_review(const std::vector<SubmissionResult>& results) {
   std::ostringstream md;
   shared_gpu_section(md, results);
+  unsteady_timing_section(md, results);
   object_review_section(md, results);
   above_reference_section(md, results);
   recorded_slower_section(md, results);

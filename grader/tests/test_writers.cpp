@@ -164,6 +164,29 @@ TEST_CASE("the class report lists passed speed figures well above the reference,
              ContainsSubstring("No passed speed gate measured 15 % or more above the rubric's reference."));
 }
 
+TEST_CASE("the class report lists speed gates that lost points on unsteady timing", "[writers]") {
+  auto speed = [](const std::string& student, double ratio, bool stalled) {
+    SubmissionResult r = sample(student);
+    GateResult& g = r.labs[0].gates[1];
+    g.threshold = 0.85;
+    g.reference = 1.02;
+    g.metrics["ratio"] = {ratio, "x"};
+    if (stalled) g.metrics["stalled"] = {1, ""};
+    g.status = ratio >= 0.85 ? Status::passed : Status::failed;
+    apply_rubric(r.labs[0]);
+    return r;
+  };
+  // Lab 07 step 4's reference beside another worker: 0.42 with its calls stalled by the driver.
+  const std::string md = markdown_report({speed("stalled", 0.42, true), speed("slow", 0.5, false),
+                                          speed("passed anyway", 1.0, true)},
+                                         "Class");
+  CHECK_THAT(md, ContainsSubstring("### Speed gates that lost points on unsteady timing"));
+  CHECK_THAT(md, ContainsSubstring("| stalled | lab01 step2.speed, ratio 0.42 |"));
+  CHECK_FALSE(contains(md, "| slow | lab01 step2.speed"));           // slow on steady timing: its own verdict
+  CHECK_FALSE(contains(md, "| passed anyway | lab01 step2.speed"));  // full points: nothing to redo
+  CHECK_FALSE(contains(markdown_report({speed("slow", 0.5, false)}, "Class"), "unsteady timing"));
+}
+
 TEST_CASE("the class report lists gates whose recorded calls ran far slower than the counted ones", "[writers]") {
   auto with_recorded = [](const std::string& student, double factor, bool passed = true, double counted_ms = 0) {
     SubmissionResult r = sample(student);

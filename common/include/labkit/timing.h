@@ -44,6 +44,9 @@ struct SpeedComparison {
   double recorded_ms = 0;
   // Rounds timed beyond the usual count because a median was stalled (stalled_median): 0 on a quiet machine.
   int stall_rounds = 0;
+  // A median still stalled when the timing ended (after the extra rounds): the calls' times say more about the
+  // machine than about the step, and a failed verdict is worth a rerun (the gate says so; the class report lists it).
+  bool stalled = false;
 };
 
 // A timed case that cannot be replayed or hidden from the timer (issue: speed gates a student cannot game):
@@ -144,7 +147,8 @@ void charge_escaped_tail(std::vector<double>& candidate_ms, const std::vector<do
 // call that nothing slowed; a quiet machine's calls spread by a few per cent and take no extra round. Extra rounds
 // only add samples: a step cannot gain from them (the median still decides, and the same calls are verified).
 bool stalled_median(const std::vector<double>& ms);
-// Builds the comparison from the per-call times (ms) and per-call post-stop waits (ms) of the candidate.
+// Builds the comparison from the per-call times (ms) and per-call post-stop waits (ms) of the candidate; `stalled`
+// when either side's median is (stalled_median).
 SpeedComparison summarize_comparison(std::vector<double> baseline_ms, std::vector<double> candidate_ms,
                                      std::vector<double> escaped_ms);
 
