@@ -83,6 +83,30 @@ Check check(const std::vector<double>& x, const std::vector<double>& ref, int N)
   return r;
 }
 
+using Gemm = std::function<void(int, int, const double*, double*)>;
+
+// One shape: a random A, cublasDgemm's C = A^T A as the reference, and the output the variants write.
+struct Problem {
+  int M, N;
+  labkit::DeviceBuffer<double> A, C;
+  std::vector<double> ref;
+  Problem(int m, int n, const Gemm& dgemm) : M(m), N(n), A(std::size_t(m) * n), C(std::size_t(n) * n) {
+    labkit::fill_random_device(A.data(), A.size(), 6);
+    dgemm(M, N, A.data(), C.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    ref = C.download();
+  }
+  // One call of v on a C of NaNs (unwritten elements show), checked against the reference.
+  Check run(const Variant& v) {
+    LABKIT_CUDA(cudaMemset(C.data(), 0xFF, C.size() * sizeof(double)));
+    v.fn(M, N, A.data(), C.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    return check(C.download(), ref, N);
+  }
+};
+
+bool passes(const Check& ck) { return ck.rel <= 1e-12 && ck.asym == 0 && ck.nonfinite == 0; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,20 +130,14 @@ int main(int argc, char** argv) {
   if (bands) {
     const std::vector<Variant> orders = {tuned_in_band<0>(), tuned_in_band<2>(), tuned_in_band<4>(),
                                          tuned_in_band<8>(), tuned_in_band<16>()};
-    const int M = 8192, N = 8192;
-    const std::size_t na = std::size_t(M) * N, nc = std::size_t(N) * N;
-    labkit::DeviceBuffer<double> A(na), Cref(nc), C(nc);
-    labkit::fill_random_device(A.data(), na, 6);
-    dgemm(M, N, A.data(), Cref.data());
-    LABKIT_CUDA(cudaDeviceSynchronize());
-    const std::vector<double> ref = Cref.download();
+    Problem p(8192, 8192, dgemm);
+    const int M = p.M, N = p.N;
+    const double* A = p.A.data();
+    double* C = p.C.data();
     bool ok = true;
     for (const Variant& v : orders) {
-      LABKIT_CUDA(cudaMemset(C.data(), 0xFF, nc * sizeof(double)));
-      v.fn(M, N, A.data(), C.data());
-      LABKIT_CUDA(cudaDeviceSynchronize());
-      const Check ck = check(C.download(), ref, N);
-      const bool good = ck.rel <= 1e-12 && ck.asym == 0 && ck.nonfinite == 0;
+      const Check ck = p.run(v);
+      const bool good = passes(ck);
       ok = ok && good;
       std::printf("%-32s %s rel %.2e asym %zu unwritten %zu\n", v.name.c_str(), good ? "ok  " : "FAIL", ck.rel,
                   ck.asym, ck.nonfinite);
@@ -131,8 +149,7 @@ int main(int argc, char** argv) {
     std::printf("\nM = N = 8192, vs cublasDsyrk in the same compare_speed: variant ms, Dsyrk ms, Dsyrk / variant\n");
     for (int round = 0; round < 3; ++round)
       for (const Variant& v : orders) {
-        const auto cmp = labkit::compare_speed([&](int) { dsyrk(M, N, A.data(), C.data()); },
-                                               [&](int) { v.fn(M, N, A.data(), C.data()); }, opt);
+        const auto cmp = labkit::compare_speed([&](int) { dsyrk(M, N, A, C); }, [&](int) { v.fn(M, N, A, C); }, opt);
         std::printf("round %d  %-32s %8.3f %8.3f %7.4f\n", round, v.name.c_str(), cmp.candidate.median_ms,
                     cmp.baseline.median_ms, cmp.ratio);
       }
@@ -169,13 +186,10 @@ int main(int argc, char** argv) {
 
   bool all_ok = true;
   for (const Shape& s : shapes) {
-    const int M = s.M, N = s.N;
-    const std::size_t na = std::size_t(M) * N, nc = std::size_t(N) * N;
-    labkit::DeviceBuffer<double> A(na), Cref(nc), C(nc);
-    labkit::fill_random_device(A.data(), na, 6);
-    dgemm(M, N, A.data(), Cref.data());
-    LABKIT_CUDA(cudaDeviceSynchronize());
-    const std::vector<double> ref = Cref.download();
+    Problem p(s.M, s.N, dgemm);
+    const int M = p.M, N = p.N;
+    const double* A = p.A.data();
+    double* C = p.C.data();
     const double flops = 2.0 * M * double(N) * N;
 
     std::printf("\nM = %d, N = %d  (effective TFLOP/s = 2 M N^2 / time; real = work actually done)\n", M, N);
@@ -186,8 +200,7 @@ int main(int argc, char** argv) {
     opt.min_repeats = 7;
     opt.budget_ms = 400;
     // Baselines: Dsyrk timed against Dgemm.
-    const auto base = labkit::compare_speed([&](int) { dgemm(M, N, A.data(), C.data()); },
-                                            [&](int) { dsyrk(M, N, A.data(), C.data()); }, opt);
+    const auto base = labkit::compare_speed([&](int) { dgemm(M, N, A, C); }, [&](int) { dsyrk(M, N, A, C); }, opt);
     const double t_gemm = base.baseline.median_ms, t_syrk = base.candidate.median_ms;
     std::printf("%-24s %9.3f %9.2f %9.2f %8.3f %8.3f\n", "cublasDgemm", t_gemm, flops / (t_gemm * 1e9),
                 flops / (t_gemm * 1e9), 1.0, t_syrk / t_gemm);
@@ -195,14 +208,10 @@ int main(int argc, char** argv) {
                 flops / (t_syrk * 1e9), M * double(N) * (N + 1) / (t_syrk * 1e9), base.ratio, 1.0);
 
     for (const Variant& v : variants) {
-      LABKIT_CUDA(cudaMemset(C.data(), 0xFF, nc * sizeof(double)));  // NaN: unwritten elements show
-      v.fn(M, N, A.data(), C.data());
-      LABKIT_CUDA(cudaDeviceSynchronize());
-      const Check ck = check(C.download(), ref, N);
-      const bool ok = ck.rel <= 1e-12 && ck.asym == 0 && ck.nonfinite == 0;
+      const Check ck = p.run(v);
+      const bool ok = passes(ck);
       all_ok = all_ok && ok;
-      const auto cmp = labkit::compare_speed([&](int) { dgemm(M, N, A.data(), C.data()); },
-                                             [&](int) { v.fn(M, N, A.data(), C.data()); }, opt);
+      const auto cmp = labkit::compare_speed([&](int) { dgemm(M, N, A, C); }, [&](int) { v.fn(M, N, A, C); }, opt);
       const double ms = cmp.candidate.median_ms;
       double real = flops;
       if (v.symmetric && v.tile > 0) {
