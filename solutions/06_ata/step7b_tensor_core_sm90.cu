@@ -370,7 +370,8 @@ void launch_dmma_sm90_as(int M, int N, const double* A, double* C) {
     return true;
   });
   const int T = static_cast<int>(blocks(N, h9::BT));
-  ata_dmma_sm90_kernel<KM, BK, kStages, kVec16, kPrefetch, kBand><<<upper_blocks(T), h9::kThreads, bytes>>>(M, N, A, C, T);
+  ata_dmma_sm90_kernel<KM, BK, kStages, kVec16, kPrefetch, kBand>
+      <<<upper_blocks(T), h9::kThreads, bytes>>>(M, N, A, C, T);
   LABKIT_CHECK_LAUNCH();
 }
 
