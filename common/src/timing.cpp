@@ -313,7 +313,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
 bool stalled_median(const std::vector<double>& ms) {
   if (ms.size() < 2) return false;
   const double fastest = *std::min_element(ms.begin(), ms.end());
-  return fastest > 0 && summarize(ms).median_ms > 1.1 * fastest;
+  return fastest > 0 && summarize(ms).median_ms > kStalledMedianFactor * fastest;
 }
 
 void charge_escaped_tail(std::vector<double>& candidate_ms, const std::vector<double>& escaped_ms, double idle_ms) {

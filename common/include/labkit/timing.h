@@ -146,6 +146,7 @@ void charge_escaped_tail(std::vector<double>& candidate_ms, const std::vector<do
 // max(min_repeats, 6) more, within max_repeats) until neither side's median is stalled, so the median is again a
 // call that nothing slowed; a quiet machine's calls spread by a few per cent and take no extra round. Extra rounds
 // only add samples: a step cannot gain from them (the median still decides, and the same calls are verified).
+inline constexpr double kStalledMedianFactor = 1.1;  // "more than 10 % above"
 bool stalled_median(const std::vector<double>& ms);
 // Builds the comparison from the per-call times (ms) and per-call post-stop waits (ms) of the candidate; `stalled`
 // when either side's median is (stalled_median).

@@ -270,7 +270,8 @@ void check_huge(Step step) {
 // on one H200, the 27 shapes took about 2 s a step (0.3 s alone). When anything differs, every shape is checked again
 // on its own buffers (check_shape), whose message names the shape and the likely mistake.
 // Returns "" when the batch is right, else what it found (labkit::gate::batch_failure).
-std::string batch_failure(Step step, const std::vector<std::pair<Shape, Offsets>>& cases, const std::string& what) {
+std::string shapes_batch_failure(Step step, const std::vector<std::pair<Shape, Offsets>>& cases,
+                                 const std::string& what) {
   std::vector<labkit::SlotBatch::Call> slots;
   for (const auto& [s, o] : cases) {
     const std::size_t n = std::size_t(s.rows) * std::size_t(s.cols);
@@ -303,7 +304,7 @@ void check_step(Step step) {
   const std::string what = std::string(kStepName[int(step)]) + ", " + std::to_string(cases.size()) + " shapes";
   std::string failure;
   if (!labkit::gate::under_sanitizer()) {
-    failure = batch_failure(step, cases, what);
+    failure = shapes_batch_failure(step, cases, what);
     if (failure.empty()) {
       labkit::gate::require(labkit::Verdict{}, what + " in one batch");
       return;
