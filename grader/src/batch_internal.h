@@ -206,6 +206,7 @@ class Batch {
   int jobs_ = 1, workers_ = 1;
   int lab_jobs_ = 1;  // labs of one student run at once (labpool.h)
   std::map<std::string, std::unique_ptr<GpuTurns>> turns_;  // per GPU (run() fills it): the speed gates' turns
+  GpuTurns machine_turns_;  // every GPU's turns take the machine's too: a quiet turn for timing a gate again
   std::vector<std::string> students_, pending_;
   std::vector<std::string> not_graded_;  // the submissions folder's entries not graded (scan_submissions)
   std::size_t refused_ = 0;              // of them, folders whose names were refused

@@ -39,16 +39,29 @@ int GpuTurns::exclusive_waiting() {
   return exclusive_waiting_;
 }
 
-GpuTurns::Turn::Turn(GpuTurns* turns, bool exclusive) : turns_(turns), exclusive_(exclusive) {
+GpuTurns::Turn::Turn(GpuTurns* turns, bool exclusive, bool quiet)
+    : turns_(turns), exclusive_(exclusive || quiet), quiet_(quiet) {
   if (!turns_) return;
   if (exclusive_)
     turns_->lock();
   else
     turns_->lock_shared();
+  if (GpuTurns* m = turns_->machine_) {
+    if (quiet_)
+      m->lock();
+    else
+      m->lock_shared();
+  }
 }
 
 GpuTurns::Turn::~Turn() {
   if (!turns_) return;
+  if (GpuTurns* m = turns_->machine_) {
+    if (quiet_)
+      m->unlock();
+    else
+      m->unlock_shared();
+  }
   if (exclusive_)
     turns_->unlock();
   else

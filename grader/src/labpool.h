@@ -21,6 +21,14 @@ namespace labgrade {
 // Turns on one GPU: any number of shared holders, or one exclusive holder. A waiting exclusive request goes first:
 // once one waits, no new shared turn starts, so a speed gate waits for the untimed runs already started, never for a
 // stream of new ones.
+//
+// A batch on several GPUs also gives each GPU's turns the machine's (set_machine): every gate process of any GPU then
+// holds a shared machine turn as well, and a quiet turn (Turn's `quiet`) is the GPU's exclusive turn and the machine's,
+// so that no gate process runs anywhere beside it. The GPUs' speed gates still run side by side; a quiet turn is for
+// timing a speed gate again when its first timing was unsteady (grade.h): processes of other GPUs that take the GPU
+// driver's locks (context creation, pinning memory) stalled a healthy lab 07 step 4's calls on two H200s.
+// Order: a GPU's turn is taken before the machine's and given back after it, so holders of a machine turn never wait
+// for a GPU's.
 class GpuTurns {
  public:
   void lock_shared();
@@ -28,21 +36,24 @@ class GpuTurns {
   void lock();
   void unlock();
   int exclusive_waiting();  // how many exclusive requests wait now (the tests' window into the queue)
+  void set_machine(GpuTurns* machine) { machine_ = machine; }  // before any turn is taken
 
-  // RAII: a shared turn, or with exclusive = true the exclusive one. A null GpuTurns takes nothing (a lab alone).
+  // RAII: a shared turn, or with exclusive = true the exclusive one; with quiet = true the exclusive one and, where
+  // there are machine turns, the machine's exclusive turn. A null GpuTurns takes nothing (a lab alone).
   class Turn {
    public:
-    Turn(GpuTurns* turns, bool exclusive);
+    Turn(GpuTurns* turns, bool exclusive, bool quiet = false);
     ~Turn();
     Turn(const Turn&) = delete;
     Turn& operator=(const Turn&) = delete;
 
    private:
     GpuTurns* turns_;
-    bool exclusive_;
+    bool exclusive_, quiet_;
   };
 
  private:
+  GpuTurns* machine_ = nullptr;
   std::mutex mu_;
   std::condition_variable cv_;
   int shared_ = 0;
