@@ -171,7 +171,8 @@ void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name,
     os << "\n  the timing was unsteady: after " << cmp.stall_rounds << " extra round(s) a median still lay more than "
        << std::lround((kStalledMedianFactor - 1) * 100) << " % above its side's fastest call, as when other "
        << "processes hold the GPU driver on a busy machine; if the step is fast on a quiet GPU, this verdict is the "
-       << "machine's, and a rerun decides";
+       << "machine's (labgrade times such a gate once more with nothing else of its batch on the machine, and that "
+       << "timing decides)";
   if (too_slow && g && !g->hint.empty()) os << "\n  hint: " << g->hint;
   FAIL_CHECK((too_slow ? os.str() : problem + "\n  " + os.str()) << "\n  " << reproduce_hint());
 }

@@ -255,6 +255,14 @@ std::string beyond_hardware(const GateResult& g) {
 }
 }  // namespace
 
+bool lost_points_on_unsteady_timing(const GateResult& g) {
+  if (g.kind != "speed" || !g.metrics.count("stalled")) return false;
+  if (g.status == Status::failed) return true;
+  if (g.status != Status::passed || !g.threshold || g.metric_name.empty()) return false;
+  const auto it = g.metrics.find(g.metric_name);
+  return it != g.metrics.end() && !(it->second.value >= *g.threshold);
+}
+
 void apply_rubric(LabResult& lab) {
   for (auto& g : lab.gates) {
     if (g.kind == "speed" && g.threshold && !g.metric_name.empty()) {

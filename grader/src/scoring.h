@@ -106,11 +106,19 @@ inline constexpr const char* kHiddenRunNote = "[hidden gates] ";
 // Notes that say another process computed on the student's GPU when its speed gates were timed (batch.cpp):
 // the class report lists those students for a second grading.
 inline constexpr const char* kSharedGpuNote = "[shared GPU] ";
+// Notes that say a speed gate was timed again with the machine quiet after an unsteady first timing (grade.cpp):
+// the class report lists them with both figures.
+inline constexpr const char* kRetimedNote = "[timed again] ";
 // Notes of the object check that are not refusals but ask the instructor to read a file's code (batch.cpp,
 // objcheck.h's find_hidden_syscalls): the class report lists them.
 inline constexpr const char* kObjectReviewNote = "[object code to read] ";
 
 // ---- the rubric --------------------------------------------------------------------------------------------
+
+// A speed gate whose timing was unsteady (its gate reported labkit's `stalled`: a median still more than 10 % above
+// its side's fastest call after the extra rounds) and that would lose points as it stands: failed, or passed below
+// its threshold (partial credit). Before apply_rubric, from the outcome and metrics the gate binary reported.
+bool lost_points_on_unsteady_timing(const GateResult& g);
 
 // The gates to grade, in rubric order: hidden gates only when include_hidden.
 std::vector<const labkit::RubricGate*> graded_gates(const labkit::Rubric& rubric, bool include_hidden);

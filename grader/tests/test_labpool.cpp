@@ -68,6 +68,48 @@ TEST_CASE("the GPU's exclusive turn waits for the shared ones, and a waiting one
   late.join();
 }
 
+TEST_CASE("a quiet turn waits for every GPU's runs and holds new ones back on every GPU; plain turns of two GPUs "
+          "overlap", "[labpool]") {
+  GpuTurns machine, gpu0, gpu1;
+  gpu0.set_machine(&machine);
+  gpu1.set_machine(&machine);
+  {  // the usual batch: GPU 0's speed run and GPU 1's untimed runs at once
+    GpuTurns::Turn speed(&gpu0, true);
+    GpuTurns::Turn untimed(&gpu1, false);
+    GpuTurns::Turn untimed_too(&gpu1, false);
+  }
+  std::atomic<bool> quiet_in{false}, quiet_done{false}, late_in{false};
+  std::atomic<int> stage{0};
+  auto other = std::make_unique<GpuTurns::Turn>(&gpu1, false);  // an untimed run on GPU 1
+  std::thread again([&] {
+    GpuTurns::Turn quiet(&gpu0, false, true);  // GPU 0's speed gate timed again
+    quiet_in = true;
+    while (stage < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    quiet_done = true;
+  });
+  REQUIRE(eventually([&] { return machine.exclusive_waiting() == 1; }));
+  std::thread late([&] {  // GPU 1's next run asks while the quiet turn waits
+    GpuTurns::Turn t(&gpu1, false);
+    late_in = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK_FALSE(quiet_in);  // GPU 1's run still holds the machine
+  CHECK_FALSE(late_in);   // and no new run starts on any GPU while the quiet turn waits
+  other.reset();
+  CHECK(eventually([&] { return quiet_in.load(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(late_in);  // the quiet turn has the machine to itself
+  stage = 1;
+  CHECK(eventually([&] { return late_in.load(); }));
+  CHECK(quiet_done);
+  again.join();
+  late.join();
+  // Without machine turns (labgrade on one tree) a quiet turn is the GPU's exclusive turn.
+  GpuTurns alone;
+  { GpuTurns::Turn quiet(&alone, false, true); }
+  CHECK(alone.exclusive_waiting() == 0);
+}
+
 TEST_CASE("for_each_concurrently runs every index once, side by side, and passes the first error on", "[labpool]") {
   std::vector<std::atomic<int>> calls(7);
   std::atomic<int> running{0}, most{0};
@@ -240,6 +282,106 @@ TEST_CASE("labs side by side: their untimed runs overlap, a speed run has the GP
       CHECK((b.end <= a.start || b.start >= a.end));
     }
   }
+}
+
+namespace {
+
+// A stand-in speed gate `s` whose first timing is unsteady: ratio 0.2 (threshold 0.5), `stalled`, failed; or with
+// FIRST=partial, ratio 0.4 and `stalled` but passed (as a gate judged against its floor passes); or with
+// FIRST=steady, failed without `stalled`. Later runs follow MODE: steady (ratio 1, passed), unsteady (0.3, `stalled`,
+// failed), crash (dies inside the gate). Every run appends a line to $MEET/runs.
+const char* kUnsteadyScript = R"SH(#!/bin/bash
+shift 4
+emit() { echo "$1" >&3; }
+echo run >> "$MEET/runs"
+n=$(wc -l < "$MEET/runs")
+emit '{"event":"run_start","lab":"97","seed":7,"device":"none","rubric":"r"}'
+emit '{"event":"gate_start","gate":"s"}'
+metric() { emit "{\"event\":\"metric\",\"gate\":\"s\",\"name\":\"$1\",\"value\":$2,\"unit\":\"\"}"; }
+if [ "$n" = 1 ]; then
+  case "$FIRST" in
+    partial) metric ratio 0.4; metric stalled 1; status=passed ;;
+    steady) metric ratio 0.2; status=failed ;;
+    *) metric ratio 0.2; metric stalled 1; status=failed ;;
+  esac
+else
+  case "$MODE" in
+    steady) metric ratio 1; status=passed ;;
+    unsteady) metric ratio 0.3; metric stalled 1; status=failed ;;
+    crash) exit 1 ;;
+  esac
+fi
+emit "{\"event\":\"gate_end\",\"gate\":\"s\",\"status\":\"$status\",\"message\":\"measured\",\"seconds\":0.01}"
+emit '{"event":"run_end","passed":1,"failed":0,"skipped":0}'
+)SH";
+
+}  // namespace
+
+TEST_CASE("a speed gate that would lose points on an unsteady timing is timed once more, and that timing decides",
+          "[labpool]") {
+  struct Case {
+    const char *first, *mode;
+    int runs;
+    Status status;
+    double ratio;
+    const char* says;  // in the gate's message and the lab's note ("" : no second timing, no note)
+  };
+  const Case c = GENERATE(Case{"unsteady", "steady", 2, Status::passed, 1, "which decides"},
+                          Case{"unsteady", "unsteady", 2, Status::failed, 0.3, "still unsteady"},
+                          Case{"unsteady", "crash", 2, Status::failed, 0.2, "so the first stands"},
+                          Case{"partial", "steady", 2, Status::passed, 1, "ratio 0.4, `stalled`"},
+                          Case{"steady", "steady", 1, Status::failed, 0.2, ""});
+  INFO("first timing " << c.first << ", then " << c.mode);
+  test::TempDir dir("unsteady");
+  const fs::path script = dir.path / "gates.sh";
+  std::ofstream(script) << kUnsteadyScript;
+  fs::permissions(script, fs::perms::owner_all);
+  LabResult lab;
+  lab.lab = "97";
+  GateResult g;
+  g.id = "s";
+  g.kind = "speed";
+  g.max_points = 5;
+  g.metric_name = "ratio";
+  g.threshold = 0.5;
+  g.floor = 0.1;
+  lab.gates.push_back(g);
+  GateRunSpec spec;
+  spec.exe = script;
+  spec.signed_channel = false;
+  spec.rubric = dir.path / "rubric.toml";
+  spec.log_dir = dir.path / "logs";
+  fs::create_directories(spec.log_dir);
+  spec.gate_time_limit_s = 120;
+  spec.time_limit_s = 300;
+  spec.sanitizer_checks = false;
+  spec.process.env = {{"PATH", "/usr/bin:/bin"}, {"MEET", dir.path.string()}, {"FIRST", c.first}, {"MODE", c.mode}};
+  GpuTurns machine, turns;
+  turns.set_machine(&machine);
+  run_speed_gates(lab, spec, &turns);
+  apply_rubric(lab);
+  const GateResult& s = lab.gates.front();
+  INFO(s.message);
+  std::istringstream runs(read_file(dir.path / "runs"));
+  int n = 0;
+  for (std::string line; std::getline(runs, line);) ++n;
+  CHECK(n == c.runs);  // never more than one second timing
+  CHECK(s.status == c.status);
+  REQUIRE(s.measured);
+  CHECK(*s.measured == c.ratio);
+  CHECK(fs::exists(spec.log_dir / "run-speed-again1.log") == (c.runs == 2));
+  const auto note = std::find_if(lab.notes.begin(), lab.notes.end(),
+                                 [](const std::string& t) { return starts_with(t, kRetimedNote); });
+  if (*c.says) {
+    REQUIRE(note != lab.notes.end());
+    CHECK_THAT(*note, ContainsSubstring(c.says));
+    CHECK_THAT(*note, ContainsSubstring("s: its first timing was unsteady"));
+    if (c.status == Status::passed) CHECK_THAT(s.message, ContainsSubstring("timed twice"));
+  } else {
+    CHECK(note == lab.notes.end());
+  }
+  // The partial first timing (0.4 of a 0.5 threshold) would have cost points; the second one earns them all.
+  if (c.status == Status::passed) CHECK(s.points == s.max_points);
 }
 
 TEST_CASE("job tokens: never more holders than tokens, and all of them in use at once", "[labpool]") {

@@ -187,6 +187,20 @@ TEST_CASE("the class report lists speed gates that lost points on unsteady timin
   CHECK_FALSE(contains(markdown_report({speed("slow", 0.5, false)}, "Class"), "unsteady timing"));
 }
 
+TEST_CASE("the class report lists speed gates timed again on a quiet machine, the hidden ones' too", "[writers]") {
+  SubmissionResult r = sample("retimed");
+  r.labs[0].notes.push_back(std::string(kRetimedNote) +
+                            "step2.speed: its first timing was unsteady (ratio 0.4189, `stalled`); timed again with "
+                            "the machine quiet (no other gate process on any GPU): ratio 1.02, which decides");
+  r.labs[0].notes.push_back(std::string(kHiddenRunNote) + kRetimedNote + "hidden.speed: its first timing was unsteady");
+  const std::string md = markdown_report({r, sample("quiet")}, "Class");
+  CHECK_THAT(md, ContainsSubstring("### Speed gates timed again on a quiet machine"));
+  CHECK_THAT(md, ContainsSubstring("| retimed | lab01 step2.speed: its first timing was unsteady (ratio 0.4189"));
+  CHECK_THAT(md, ContainsSubstring("| retimed | lab01 hidden.speed: its first timing was unsteady |"));
+  CHECK_FALSE(contains(md, "| quiet | lab01"));
+  CHECK_FALSE(contains(markdown_report({sample("quiet")}, "Class"), "timed again on a quiet machine"));
+}
+
 TEST_CASE("the class report lists gates whose recorded calls ran far slower than the counted ones", "[writers]") {
   auto with_recorded = [](const std::string& student, double factor, bool passed = true, double counted_ms = 0) {
     SubmissionResult r = sample(student);
