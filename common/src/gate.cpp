@@ -169,7 +169,7 @@ void require_speedup(const SpeedComparison& cmp, std::string_view baseline_name,
   const bool too_slow = !cmp.escaped && !(ceiling && cmp.ratio > *ceiling);
   if (too_slow && cmp.stalled)
     os << "\n  the timing was unsteady: after " << cmp.stall_rounds << " extra round(s) a median still lay more than "
-       << std::lround((kStalledMedianFactor - 1) * 100) << " % above its side's fastest call, as when other "
+       << std::lround((kStalledMedianFactor - 1) * 100) << " % above its side's lower quartile, as when other "
        << "processes hold the GPU driver on a busy machine; if the step is fast on a quiet GPU, this verdict is the "
        << "machine's (labgrade times such a gate once more with nothing else of its batch on the machine, and that "
        << "timing decides)";

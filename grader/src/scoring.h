@@ -116,7 +116,7 @@ inline constexpr const char* kObjectReviewNote = "[object code to read] ";
 // ---- the rubric --------------------------------------------------------------------------------------------
 
 // A speed gate whose timing was unsteady (its gate reported labkit's `stalled`: a median still more than 10 % above
-// its side's fastest call after the extra rounds) and that would lose points as it stands: failed, or passed below
+// its side's lower quartile after the extra rounds) and that would lose points as it stands: failed, or passed below
 // its threshold (partial credit). Before apply_rubric, from the outcome and metrics the gate binary reported.
 bool lost_points_on_unsteady_timing(const GateResult& g);
 

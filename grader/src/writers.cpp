@@ -465,7 +465,7 @@ void timed_again_section(std::ostream& md, const std::vector<SubmissionResult>& 
 }
 
 // Speed gates that lost points while their timing was unsteady: the gate reported `stalled` (labkit's
-// stalled_median), a median still more than 10 % above its side's fastest call after the extra rounds, and that
+// stalled_median), a median still more than 10 % above its side's lower quartile after the extra rounds, and that
 // after the grader's second timing on a quiet machine (timed_again_section). The student's own code varies that much
 // from call to call, or something outside the batch used the machine.
 void unsteady_timing_section(std::ostream& md, const std::vector<SubmissionResult>& results) {

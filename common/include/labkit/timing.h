@@ -137,8 +137,11 @@ double escaped_limit_ms(double candidate_median_ms);
 // behind) is added to that call's time before the medians are taken. A healthy step waits as long as the baseline
 // does and keeps its time; a descheduled wait now and then moves a single call, not the median.
 void charge_escaped_tail(std::vector<double>& candidate_ms, const std::vector<double>& escaped_ms, double idle_ms);
-// Whether the median of a side's call times `ms` sits more than 10 % above its fastest call: half of the calls or
-// more were slowed by something outside them. On a machine that grades on several GPUs at once, a call that
+// Whether the median of a side's call times `ms` sits more than 10 % above their lower quartile (the fastest call
+// when there are four or fewer): half of the calls or more were slowed by something outside them. The quartile and
+// not the fastest call, since the fastest of many calls keeps falling as calls are added: lab 08's speed gates, whose
+// short solves are mostly a pageable transfer of 80 MB (25-38 ms, drifting), ended `stalled` in 9 of 15 gate runs
+// of about 57 rounds on a quiet pair of H200s (and 1 of 6 with 15 rounds), each after six extra rounds for nothing. On a machine that grades on several GPUs at once, a call that
 // allocates (cudaMalloc, cudaMallocHost: a solver's work vectors) waits for the driver's locks while another
 // worker's processes create contexts or pin memory: 11-57 ms more on a 49 ms CG call in one of every few calls on
 // two H200s, while calls that allocate nothing kept their time (session 36). Three calls and two of them stalled
