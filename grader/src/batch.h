@@ -36,6 +36,10 @@ struct BatchOptions {
   bool keep_scratch = false;
   bool no_hidden = false;
   int lab_jobs = 0;  // labs of one student run at once on its GPU (labpool.h); 0: default_lab_jobs
+  // With several workers, how many of a student's speed processes may be timed again in the quiet turn because a
+  // gate lost points with a finished timing, unsteady or not (GateRunSpec::busy_retimes; unsteady timings are
+  // always timed again). One worker: no other worker's runs to slow its timings, none.
+  int busy_retimes = 3;
 };
 
 int batch_main(const BatchOptions& opts);

@@ -158,6 +158,10 @@ CLI::App* add_batch_command(CLI::App& app, CliOptions& o) {
   batch_cmd->add_option("--max-processes", batch.max_processes,
                         "processes+threads of one submission (default 256, more on many-core machines)");
   batch_cmd->add_option("--compile-timeout", batch.compile_timeout, "seconds per compile or link (default 300)");
+  batch_cmd->add_option("--busy-retimes", batch.busy_retimes,
+                        "with several workers: speed processes per student timed again with the machine quiet when "
+                        "a gate lost points, unsteady or not (default 3; 0: only unsteady timings)")
+      ->check(CLI::NonNegativeNumber);
   batch_cmd->add_flag("--keep-scratch", batch.keep_scratch, "keep OUT/.work/<n>-<student> for debugging");
   return batch_cmd;
 }

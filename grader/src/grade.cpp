@@ -81,31 +81,56 @@ double run_one_process(LabResult& lab, const GateRunSpec& spec, const std::vecto
 // once more, in a process of their own in the quiet turn (labpool.h: in a batch, no gate process runs anywhere on
 // the machine beside it), and that second timing decides. Other workers' processes taking the GPU driver's locks
 // stalled a healthy lab 07 step 4's calls on two H200s (0.42 of its floor against 1.02 alone); the gate's own extra
-// rounds outlast a few such stalls, not a neighbour that keeps starting processes. Once per process run: code that
-// makes its own timing unsteady gets one more timing, not a stream of them, and gains nothing from it (the second
-// timing replaces the first; a second run that ends without a verdict, crashed or out of time, leaves the first).
-// The second run has the time the first had (`used`: the lab time before the first) and is not counted against the
-// lab's limit: the grader chose to run it.
-void time_unsteady_again(LabResult& lab, const GateRunSpec& spec, const std::vector<std::string>& todo, bool hidden,
-                         double used, GpuTurns* turns) {
-  std::vector<std::string> again;
+// rounds outlast a few such stalls, not a neighbour that keeps starting processes.
+// In a batch whose workers run side by side (spec.busy_retimes), a gate that lost points with a finished timing is
+// timed again too, unsteady or not, while the student has such second timings left: a neighbour can slow every call
+// alike, which no spread shows (six reference workbooks on two H200s: lab 07 step 6 at 1.08 for one of them, 1.65-1.70
+// alone, its three calls equally slow). Each costs the other workers the wait for the quiet turn (their runs under
+// way end, none starts), so a student gets a few (BatchOptions::busy_retimes), not one per failed gate of a weak
+// workbook.
+// Once per process run: code that makes its own timing unsteady gets one more timing, not a stream of them, and gains
+// nothing from it (the second timing replaces the first; a second run that ends without a verdict, crashed or out of
+// time, leaves the first). The second run has the time the first had (`used`: the lab time before the first) and is
+// not counted against the lab's limit: the grader chose to run it.
+void time_lost_again(LabResult& lab, const GateRunSpec& spec, const std::vector<std::string>& todo, bool hidden,
+                     double used, GpuTurns* turns) {
+  std::vector<std::string> unsteady, slow;
+  for (const auto& g : lab.gates) {
+    if (std::find(todo.begin(), todo.end(), g.id) == todo.end()) continue;
+    if (lost_points_on_unsteady_timing(g))
+      unsteady.push_back(g.id);
+    else if (spec.busy_retimes && lost_points_with_timing(g))
+      slow.push_back(g.id);
+  }
+  if (!slow.empty()) {  // one of the student's second timings for a busy machine, if any is left
+    int left = spec.busy_retimes->load();
+    while (left > 0 && !spec.busy_retimes->compare_exchange_weak(left, left - 1)) {
+    }
+    if (left <= 0) slow.clear();
+  }
   std::map<std::string, GateResult> first;
   for (auto& g : lab.gates)
-    if (std::find(todo.begin(), todo.end(), g.id) != todo.end() && lost_points_on_unsteady_timing(g)) {
-      again.push_back(g.id);
+    if (std::find(unsteady.begin(), unsteady.end(), g.id) != unsteady.end() ||
+        std::find(slow.begin(), slow.end(), g.id) != slow.end()) {
       first.emplace(g.id, g);
       g.status = Status::missing;
       g.message.clear();
       g.metrics.clear();
       g.names.clear();
     }
-  if (again.empty()) return;
+  if (first.empty()) return;
+  std::vector<std::string> again;  // in the lab's order
+  for (const auto& g : lab.gates)
+    if (first.count(g.id)) again.push_back(g.id);
   run_one_process(lab, spec, again, true, hidden, used, turns, nullptr, true);
   for (auto& g : lab.gates) {
     const auto f = first.find(g.id);
     if (f == first.end()) continue;
     const GateResult& one = f->second;
-    std::string what = "its first timing was unsteady (" + speed_figure(one) + ", `stalled`)";
+    std::string what = one.metrics.count("stalled")
+                           ? "its first timing was unsteady (" + speed_figure(one) + ", `stalled`)"
+                           : "its first timing (" + speed_figure(one) + ") lost points while other workers of the "
+                             "batch ran on the machine";
     if (g.status != Status::passed && g.status != Status::failed) {
       what += "; timed again with the machine quiet, the second run ended " + to_string(g.status) +
               " without a timing, so the first stands";
@@ -134,7 +159,7 @@ double run_speed_gates(LabResult& lab, const GateRunSpec& spec, GpuTurns* turns,
   const auto todo = gates_to_run(lab, false, true);
   if (todo.empty()) return 0.0;
   const double took = run_one_process(lab, spec, todo, true, false, 0, turns, std::move(held));
-  time_unsteady_again(lab, spec, todo, false, 0, turns);
+  time_lost_again(lab, spec, todo, false, 0, turns);
   return took;
 }
 
@@ -162,7 +187,7 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
       if (todo.empty()) continue;
       const double before = used;
       used += run_one_process(lab, spec, todo, speed, hidden, used, turns);
-      if (speed) time_unsteady_again(lab, spec, todo, hidden, before, turns);
+      if (speed) time_lost_again(lab, spec, todo, hidden, before, turns);
     }
     // The checks of these gates.
     GpuTurns::Turn turn(turns, false);

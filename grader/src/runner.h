@@ -6,6 +6,7 @@
 // killed inside that gate; the binary is then started again with the gates that are left (passed to Catch2 as
 // test names), so one crash costs one gate, not the lab.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -55,6 +56,10 @@ struct GateRunSpec {
   // The first attempt's process, already started and waiting for its turn (start_held); used when it was started
   // for the same gates, else left to end unused.
   std::shared_ptr<HeldStart> held;
+  // A batch whose workers run side by side: how many more of this student's speed processes may be timed again in
+  // the quiet turn because a gate lost points with a finished timing, unsteady or not (grade.cpp's
+  // time_lost_again; shared by the student's labs). Null: only unsteady timings are timed again.
+  std::shared_ptr<std::atomic<int>> busy_retimes;
 };
 
 // A gate process started ahead of its turn on the GPU, waiting in labkit's earliest constructor (after the libraries

@@ -263,6 +263,14 @@ bool lost_points_on_unsteady_timing(const GateResult& g) {
   return it != g.metrics.end() && !(it->second.value >= *g.threshold);
 }
 
+bool lost_points_with_timing(const GateResult& g) {
+  if (g.kind != "speed" || g.metric_name.empty()) return false;
+  const auto it = g.metrics.find(g.metric_name);
+  if (it == g.metrics.end()) return false;
+  return g.status == Status::failed ||
+         (g.status == Status::passed && g.threshold && !(it->second.value >= *g.threshold));
+}
+
 void apply_rubric(LabResult& lab) {
   for (auto& g : lab.gates) {
     if (g.kind == "speed" && g.threshold && !g.metric_name.empty()) {

@@ -119,6 +119,9 @@ inline constexpr const char* kObjectReviewNote = "[object code to read] ";
 // its side's lower quartile after the extra rounds) and that would lose points as it stands: failed, or passed below
 // its threshold (partial credit). Before apply_rubric, from the outcome and metrics the gate binary reported.
 bool lost_points_on_unsteady_timing(const GateResult& g);
+// A speed gate that finished its timing (it reported its figure, `metric_name`) and would lose points as it stands:
+// failed, or passed below its threshold. Before apply_rubric.
+bool lost_points_with_timing(const GateResult& g);
 
 // The gates to grade, in rubric order: hidden gates only when include_hidden.
 std::vector<const labkit::RubricGate*> graded_gates(const labkit::Rubric& rubric, bool include_hidden);

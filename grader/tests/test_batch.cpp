@@ -265,6 +265,16 @@ TEST_CASE("a batch over every fault fixture scores each one and damages nothing"
   CHECK_THAT(read_file(out / "junit.xml"), ContainsSubstring("<testsuite name=\"host_segfault/lab99\""));
   CHECK_THAT(read_file(out / "report.md"), ContainsSubstring("## host_segfault"));
   CHECK_THAT(read_file(out / "compile_error" / "result.json"), ContainsSubstring("student/step2_clamp.cu("));
+  // Two workers: a speed gate that lost points on a steady timing is timed again once in the quiet turn (not_faster:
+  // slow both times), and an unsteady one whatever the workers (unsteady_first_timing passes the second time); the
+  // class report lists both.
+  const std::string report = read_file(out / "report.md");
+  CHECK_THAT(read_file(out / "not_faster" / "result.json"),
+             ContainsSubstring("lost points while other workers of the batch ran on the machine"));
+  CHECK_THAT(report, ContainsSubstring("### Speed gates timed again on a quiet machine"));
+  CHECK_THAT(report, ContainsSubstring("| not_faster | lab99 cpu.speed: its first timing (ratio"));
+  CHECK_THAT(report, ContainsSubstring("| unsteady_first_timing | lab99 cpu.speed: its first timing was unsteady"));
+  CHECK_FALSE(contains(report, "| solution_1 | lab99 cpu.speed: its first timing"));
 
   // Running the batch again repeats nothing.
   auto again = run_command(batch_args(subs, out, tree, sandbox_args()), 600);
