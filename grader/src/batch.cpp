@@ -652,8 +652,8 @@ int Batch::run() {
   for (const auto& g : gpus_) turns_[g] = std::make_unique<GpuTurns>();
   if (gpus_.empty()) turns_[""] = std::make_unique<GpuTurns>();
   // Every gate process of every worker also holds the machine's shared turn, so that a speed gate timed again after
-  // an unsteady first timing (grade.h) has the whole machine quiet: other workers' gate processes stalled a healthy
-  // student's timed calls through the GPU driver's locks (labpool.h).
+  // a first timing that lost points (grade.cpp's time_lost_again) has the whole machine quiet: other workers' gate
+  // processes slowed a healthy student's timed calls through the GPU driver's locks (labpool.h).
   for (auto& [gpu, t] : turns_) t->set_machine(&machine_turns_);
 
   std::mutex qmu;

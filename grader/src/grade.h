@@ -42,6 +42,9 @@ void apply_time_limits(GateRunSpec& spec, const labkit::Rubric& rubric, double g
 // run in processes of their own, the speed gates in `turns`' exclusive turn (labpool.h: other labs' untimed runs
 // may share the GPU with the untimed ones; null: the lab is alone). Hidden gates run after every visible one.
 // `used_s`: the lab time run_speed_gates already took (it counts against the same lab time limit).
+// A speed process whose gates lost points on an unsteady timing (or, where spec.busy_retimes allows, on any finished
+// timing) is followed by a second one for those gates in the quiet turn, whose timing decides (grade.cpp's
+// time_lost_again); run_speed_gates does the same.
 void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool strict, GpuTurns* turns = nullptr,
                    double used_s = 0);
 

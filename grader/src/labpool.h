@@ -25,8 +25,9 @@ namespace labgrade {
 // A batch on several GPUs also gives each GPU's turns the machine's (set_machine): every gate process of any GPU then
 // holds a shared machine turn as well, and a quiet turn (Turn's `quiet`) is the GPU's exclusive turn and the machine's,
 // so that no gate process runs anywhere beside it. The GPUs' speed gates still run side by side; a quiet turn is for
-// timing a speed gate again when its first timing was unsteady (grade.h): processes of other GPUs that take the GPU
-// driver's locks (context creation, pinning memory) stalled a healthy lab 07 step 4's calls on two H200s.
+// timing a speed gate again when its first timing lost points on an unsteady timing or, with several workers, at all
+// (grade.cpp's time_lost_again): processes of other GPUs that take the GPU driver's locks (context creation, pinning
+// memory) stalled a healthy lab 07 step 4's calls on two H200s.
 // Order: a GPU's turn is taken before the machine's and given back after it, so holders of a machine turn never wait
 // for a GPU's.
 class GpuTurns {
