@@ -423,6 +423,16 @@ void review_table(std::ostream& md, std::vector<ReviewRow> rows, bool with_refer
   md << "\n";
 }
 
+// A class-report section of one row per finding: "### heading", the text, and a table of student and `column`.
+// Nothing when there are no rows.
+void student_rows_section(std::ostream& md, const std::string& heading, const std::string& text,
+                          const std::string& column, const std::vector<std::pair<std::string, std::string>>& rows) {
+  if (rows.empty()) return;
+  md << "### " << heading << "\n\n" << text << "\n\n| student | " << column << " |\n|---|---|\n";
+  for (const auto& [student, cell] : rows) md << "| " << md_cell(student) << " | " << md_cell(cell) << " |\n";
+  md << "\n";
+}
+
 // Students whose speed gates shared their GPU with another process (batch.cpp's kSharedGpuNote): the first list to
 // act on, since their speed verdicts may be the machine's.
 void shared_gpu_section(std::ostream& md, const std::vector<SubmissionResult>& results) {
@@ -436,12 +446,11 @@ void shared_gpu_section(std::ostream& md, const std::vector<SubmissionResult>& r
         break;
       }
     }
-  if (shared.empty()) return;
-  md << "### Speed gates timed beside other GPU processes\n\nAnother process computed on the student's GPU when "
-        "its speed gates were timed: grade these students again (remove their result.json from the output folder "
-        "and run the same batch command).\n\n| student | seen |\n|---|---|\n";
-  for (const auto& [student, seen] : shared) md << "| " << md_cell(student) << " | " << md_cell(seen) << " |\n";
-  md << "\n";
+  student_rows_section(md, "Speed gates timed beside other GPU processes",
+                       "Another process computed on the student's GPU when its speed gates were timed: grade these "
+                       "students again (remove their result.json from the output folder and run the same batch "
+                       "command).",
+                       "seen", shared);
 }
 
 // Speed gates timed a second time with the machine quiet after an unsteady first timing (grade.cpp's kRetimedNote,
@@ -456,12 +465,12 @@ void timed_again_section(std::ostream& md, const std::vector<SubmissionResult>& 
         if (starts_with(body, kRetimedNote))
           rows.emplace_back(student_name(r), "lab" + l.lab + " " + body.substr(std::string(kRetimedNote).size()));
       }
-  if (rows.empty()) return;
-  md << "### Speed gates timed again on a quiet machine\n\nTheir first timing was unsteady and would have cost "
-        "points, so the grader timed them once more with no other gate process on the machine; the second timing "
-        "decides. Nothing to do unless a gate below is still unsteady.\n\n| student | gate |\n|---|---|\n";
-  for (const auto& [student, gate] : rows) md << "| " << md_cell(student) << " | " << md_cell(gate) << " |\n";
-  md << "\n";
+  student_rows_section(md, "Speed gates timed again on a quiet machine",
+                       "Their first timing would have cost points and was unsteady, or was taken while other workers "
+                       "of the batch ran (`--busy-retimes`), so the grader timed them once more with no other gate "
+                       "process on the machine; the second timing decides. Nothing to do unless a gate below is "
+                       "still unsteady.",
+                       "gate", rows);
 }
 
 // Speed gates that lost points while their timing was unsteady: the gate reported `stalled` (labkit's
@@ -476,14 +485,13 @@ void unsteady_timing_section(std::ostream& md, const std::vector<SubmissionResul
         if (g.metrics.count("stalled") && g.points < g.max_points && g.status != Status::skipped)
           rows.emplace_back(student_name(r), "lab" + l.lab + " " + g.id +
                                                  (g.measured ? ", " + g.metric_name + " " + num(*g.measured) : ""));
-  if (rows.empty()) return;
-  md << "### Speed gates that lost points on unsteady timing\n\nThe calls' times still varied by more than 10 % "
-        "after the extra rounds the gate takes for that and after a second timing with no other gate process on the "
-        "machine: the student's code varies that much from call to call (read it: allocations, host waits), or "
-        "something outside the batch used the machine (grade the student again: remove their result.json from the "
-        "output folder and run the same batch command).\n\n| student | gate |\n|---|---|\n";
-  for (const auto& [student, gate] : rows) md << "| " << md_cell(student) << " | " << md_cell(gate) << " |\n";
-  md << "\n";
+  student_rows_section(md, "Speed gates that lost points on unsteady timing",
+                       "The calls' times still varied by more than 10 % after the extra rounds the gate takes for "
+                       "that and after a second timing with no other gate process on the machine: the student's code "
+                       "varies that much from call to call (read it: allocations, host waits), or something outside "
+                       "the batch used the machine (grade the student again: remove their result.json from the "
+                       "output folder and run the same batch command).",
+                       "gate", rows);
 }
 
 // Student files whose object holds what the object check does not refuse but asks to read (kObjectReviewNote):
@@ -495,12 +503,10 @@ void object_review_section(std::ostream& md, const std::vector<SubmissionResult>
       for (const auto& n : l.notes)
         if (starts_with(n, kObjectReviewNote))
           rows.emplace_back(student_name(r), "lab" + l.lab + ", " + n.substr(std::string(kObjectReviewNote).size()));
-  if (rows.empty()) return;
-  md << "### Object code to read\n\nWhat the object check does not refuse, since a healthy file can hold it too, "
-        "but a cheat would look like: read these files' host code (inline `asm`, jumps into other "
-        "instructions).\n\n| student | where |\n|---|---|\n";
-  for (const auto& [student, where] : rows) md << "| " << md_cell(student) << " | " << md_cell(where) << " |\n";
-  md << "\n";
+  student_rows_section(md, "Object code to read",
+                       "What the object check does not refuse, since a healthy file can hold it too, but a cheat "
+                       "would look like: read these files' host code (inline `asm`, jumps into other instructions).",
+                       "where", rows);
 }
 
 void above_reference_section(std::ostream& md, const std::vector<SubmissionResult>& results) {
