@@ -255,20 +255,15 @@ std::string beyond_hardware(const GateResult& g) {
 }
 }  // namespace
 
-bool lost_points_on_unsteady_timing(const GateResult& g) {
-  if (g.kind != "speed" || !g.metrics.count("stalled")) return false;
-  if (g.status == Status::failed) return true;
-  if (g.status != Status::passed || !g.threshold || g.metric_name.empty()) return false;
+bool lost_points_with_timing(const GateResult& g) {
+  if (g.kind != "speed" || g.metric_name.empty() || !g.threshold) return false;
+  if (g.status != Status::failed && g.status != Status::passed) return false;
   const auto it = g.metrics.find(g.metric_name);
   return it != g.metrics.end() && !(it->second.value >= *g.threshold);
 }
 
-bool lost_points_with_timing(const GateResult& g) {
-  if (g.kind != "speed" || g.metric_name.empty()) return false;
-  const auto it = g.metrics.find(g.metric_name);
-  if (it == g.metrics.end()) return false;
-  return g.status == Status::failed ||
-         (g.status == Status::passed && g.threshold && !(it->second.value >= *g.threshold));
+bool lost_points_on_unsteady_timing(const GateResult& g) {
+  return g.metrics.count("stalled") && lost_points_with_timing(g);
 }
 
 void apply_rubric(LabResult& lab) {

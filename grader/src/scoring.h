@@ -115,13 +115,14 @@ inline constexpr const char* kObjectReviewNote = "[object code to read] ";
 
 // ---- the rubric --------------------------------------------------------------------------------------------
 
-// A speed gate whose timing was unsteady (its gate reported labkit's `stalled`: a median still more than 10 % above
-// its side's lower quartile after the extra rounds) and that would lose points as it stands: failed, or passed below
-// its threshold (partial credit). Before apply_rubric, from the outcome and metrics the gate binary reported.
-bool lost_points_on_unsteady_timing(const GateResult& g);
-// A speed gate that finished its timing (it reported its figure, `metric_name`) and would lose points as it stands:
-// failed, or passed below its threshold. Before apply_rubric.
+// A speed gate that finished its timing and loses points for its figure: it reported `metric_name` below its
+// threshold, and failed (below the floor the gate binary judged against) or passed (partial credit). A gate that
+// failed with its figure at or above the threshold failed for something else (work left running, a ratio beyond the
+// hardware), which a second timing is not for. Before apply_rubric, from what the gate binary reported.
 bool lost_points_with_timing(const GateResult& g);
+// ... and whose timing was unsteady: it reported labkit's `stalled` (a median still more than 10 % above its side's
+// lower quartile after the extra rounds).
+bool lost_points_on_unsteady_timing(const GateResult& g);
 
 // The gates to grade, in rubric order: hidden gates only when include_hidden.
 std::vector<const labkit::RubricGate*> graded_gates(const labkit::Rubric& rubric, bool include_hidden);
