@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <exception>
 #include <fstream>
 #include <iostream>
@@ -47,9 +46,7 @@ GateRunSpec process_spec(const GateRunSpec& spec, bool speed, bool hidden, doubl
 std::string speed_figure(const GateResult& g) {
   const auto it = g.metrics.find(g.metric_name);
   if (g.metric_name.empty() || it == g.metrics.end()) return to_string(g.status);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.4g", it->second.value);
-  return g.metric_name + " " + buf;
+  return g.metric_name + " " + fmt_number(it->second.value);
 }
 
 // One process for `todo` (the speed gates, or the untimed ones) of the visible or hidden gates, within what is left
@@ -77,7 +74,8 @@ double run_one_process(LabResult& lab, const GateRunSpec& spec, const std::vecto
   return took;
 }
 
-// The speed gates of `todo` that would lose points on an unsteady timing (lost_points_on_unsteady_timing) are timed
+// The speed gates of `todo` that lose points for their figure (lost_points_with_timing) with a timing labkit found
+// unsteady (`stalled`: a median still more than 10 % above its side's lower quartile after the extra rounds) are timed
 // once more, in a process of their own in the quiet turn (labpool.h: in a batch, no gate process runs anywhere on
 // the machine beside it), and that second timing decides. Other workers' processes taking the GPU driver's locks
 // stalled a healthy lab 07 step 4's calls on two H200s (0.42 of its floor against 1.02 alone); the gate's own extra
@@ -94,34 +92,32 @@ double run_one_process(LabResult& lab, const GateRunSpec& spec, const std::vecto
 // not counted against the lab's limit: the grader chose to run it.
 void time_lost_again(LabResult& lab, const GateRunSpec& spec, const std::vector<std::string>& todo, bool hidden,
                      double used, GpuTurns* turns) {
-  std::vector<std::string> unsteady, slow;
-  for (const auto& g : lab.gates) {
-    if (std::find(todo.begin(), todo.end(), g.id) == todo.end()) continue;
-    if (lost_points_on_unsteady_timing(g))
-      unsteady.push_back(g.id);
-    else if (spec.busy_retimes && lost_points_with_timing(g))
-      slow.push_back(g.id);
-  }
-  if (!slow.empty()) {  // one of the student's second timings for a busy machine, if any is left
+  const auto lost = [&](const GateResult& g) {
+    return std::find(todo.begin(), todo.end(), g.id) != todo.end() && lost_points_with_timing(g);
+  };
+  // A steady timing that lost points is timed again only with one of the student's second timings for a busy
+  // machine, if any is left (one per process run, whatever the number of such gates in it).
+  bool busy = false;
+  if (spec.busy_retimes && std::any_of(lab.gates.begin(), lab.gates.end(), [&](const GateResult& g) {
+        return lost(g) && !g.metrics.count("stalled");
+      })) {
     int left = spec.busy_retimes->load();
     while (left > 0 && !spec.busy_retimes->compare_exchange_weak(left, left - 1)) {
     }
-    if (left <= 0) slow.clear();
+    busy = left > 0;
   }
+  std::vector<std::string> again;  // in the lab's order
   std::map<std::string, GateResult> first;
   for (auto& g : lab.gates)
-    if (std::find(unsteady.begin(), unsteady.end(), g.id) != unsteady.end() ||
-        std::find(slow.begin(), slow.end(), g.id) != slow.end()) {
+    if (lost(g) && (g.metrics.count("stalled") || busy)) {
+      again.push_back(g.id);
       first.emplace(g.id, g);
       g.status = Status::missing;
       g.message.clear();
       g.metrics.clear();
       g.names.clear();
     }
-  if (first.empty()) return;
-  std::vector<std::string> again;  // in the lab's order
-  for (const auto& g : lab.gates)
-    if (first.count(g.id)) again.push_back(g.id);
+  if (again.empty()) return;
   run_one_process(lab, spec, again, true, hidden, used, turns, nullptr, true);
   for (auto& g : lab.gates) {
     const auto f = first.find(g.id);

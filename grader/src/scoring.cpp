@@ -17,12 +17,13 @@ static_assert(kStatusCount == static_cast<int>(Status::refused) + 1, "a name for
 constexpr std::size_t kMaxChannelBytes = 32u << 20;
 constexpr std::size_t kMaxLineBytes = 1u << 20;
 
+}  // namespace
+
 std::string fmt_number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
 }
-}  // namespace
 
 std::string to_string(Status s) { return kStatusNames[static_cast<int>(s)]; }
 
@@ -262,9 +263,6 @@ bool lost_points_with_timing(const GateResult& g) {
   return it != g.metrics.end() && !(it->second.value >= *g.threshold);
 }
 
-bool lost_points_on_unsteady_timing(const GateResult& g) {
-  return g.metrics.count("stalled") && lost_points_with_timing(g);
-}
 
 void apply_rubric(LabResult& lab) {
   for (auto& g : lab.gates) {

@@ -33,6 +33,7 @@ enum class Status {
                     // define or use, raw system calls)
 };
 std::string to_string(Status s);
+std::string fmt_number(double v);  // "%.4g": the figures in diagnoses
 Status status_from_string(const std::string& s);  // unknown -> failed
 
 struct Metric {
@@ -120,9 +121,6 @@ inline constexpr const char* kObjectReviewNote = "[object code to read] ";
 // failed with its figure at or above the threshold failed for something else (work left running, a ratio beyond the
 // hardware), which a second timing is not for. Before apply_rubric, from what the gate binary reported.
 bool lost_points_with_timing(const GateResult& g);
-// ... and whose timing was unsteady: it reported labkit's `stalled` (a median still more than 10 % above its side's
-// lower quartile after the extra rounds).
-bool lost_points_on_unsteady_timing(const GateResult& g);
 
 // The gates to grade, in rubric order: hidden gates only when include_hidden.
 std::vector<const labkit::RubricGate*> graded_gates(const labkit::Rubric& rubric, bool include_hidden);
