@@ -382,6 +382,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
   // The student's second timings for a busy machine (grade.cpp's time_lost_again), shared by its labs.
   const auto busy_retimes =
       workers_ > 1 ? std::make_shared<std::atomic<int>>(std::max(0, opts_.busy_retimes)) : nullptr;
+  const auto unsteady_retimes = std::make_shared<std::atomic<int>>(std::max(0, opts_.unsteady_retimes));
   const auto prepare = [&](std::size_t i) {
     const LabPlan& plan = labs_[i];
     GateRunSpec& spec = specs[i];
@@ -393,6 +394,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
     apply_time_limits(spec, plan.rubric, opts_.gate_timeout);
     spec.sanitizer_checks = !opts_.no_sanitizer_checks;
     spec.busy_retimes = busy_retimes;
+    spec.unsteady_retimes = unsteady_retimes;
     const fs::path lab_run = run / lab_tag(plan.recipe);
     spec.process.cwd = lab_run;
     spec.process.writable = lab_run;

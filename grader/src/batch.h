@@ -40,6 +40,10 @@ struct BatchOptions {
   // gate lost points with a finished timing, unsteady or not (GateRunSpec::busy_retimes; unsteady timings are
   // always timed again). One worker: no other worker's runs to slow its timings, none.
   int busy_retimes = 3;
+  // How many of a student's speed processes may be timed again because a gate's timing was unsteady (`stalled`) and
+  // lost points (GateRunSpec::unsteady_retimes). A healthy workbook on a busy machine needs one or two; a workbook
+  // whose every lab makes its own timing unsteady would otherwise hold the other workers once per lab.
+  int unsteady_retimes = 4;
 };
 
 int batch_main(const BatchOptions& opts);

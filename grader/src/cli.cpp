@@ -162,6 +162,10 @@ CLI::App* add_batch_command(CLI::App& app, CliOptions& o) {
                         "with several workers: speed processes per student timed again with the machine quiet when "
                         "a gate lost points, unsteady or not (default 3; 0: only unsteady timings)")
       ->check(CLI::NonNegativeNumber);
+  batch_cmd->add_option("--unsteady-retimes", batch.unsteady_retimes,
+                        "speed processes per student timed again with the machine quiet when a gate lost points on "
+                        "an unsteady timing (default 4)")
+      ->check(CLI::NonNegativeNumber);
   batch_cmd->add_flag("--keep-scratch", batch.keep_scratch, "keep OUT/.work/<n>-<student> for debugging");
   return batch_cmd;
 }

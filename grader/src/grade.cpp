@@ -88,28 +88,44 @@ double run_one_process(LabResult& lab, const GateRunSpec& spec, const std::vecto
 // workbook.
 // Once per process run: code that makes its own timing unsteady gets one more timing, not a stream of them, and gains
 // nothing from it (the second timing replaces the first; a second run that ends without a verdict, crashed or out of
-// time, leaves the first). The second run has the time the first had (`used`: the lab time before the first) and is
-// not counted against the lab's limit: the grader chose to run it.
+// time, leaves the first). In a batch, a few per student (spec.unsteady_retimes) for unsteady timings too: code that
+// made every lab's timing unsteady would otherwise hold the other workers once per lab and visibility. The second run
+// has the time the first had (`used`: the lab time before the first) and is not counted against the lab's limit: the
+// grader chose to run it.
 void time_lost_again(LabResult& lab, const GateRunSpec& spec, const std::vector<std::string>& todo, bool hidden,
                      double used, GpuTurns* turns) {
   const auto lost = [&](const GateResult& g) {
     return std::find(todo.begin(), todo.end(), g.id) != todo.end() && lost_points_with_timing(g);
   };
-  // A steady timing that lost points is timed again only with one of the student's second timings for a busy
-  // machine, if any is left (one per process run, whatever the number of such gates in it).
-  bool busy = false;
-  if (spec.busy_retimes && std::any_of(lab.gates.begin(), lab.gates.end(), [&](const GateResult& g) {
-        return lost(g) && !g.metrics.count("stalled");
-      })) {
-    int left = spec.busy_retimes->load();
-    while (left > 0 && !spec.busy_retimes->compare_exchange_weak(left, left - 1)) {
+  // One of a shared count of second timings; a null count: `unbounded`.
+  const auto take = [](const std::shared_ptr<std::atomic<int>>& count, bool unbounded) {
+    if (!count) return unbounded;
+    int left = count->load();
+    while (left > 0 && !count->compare_exchange_weak(left, left - 1)) {
     }
-    busy = left > 0;
+    return left > 0;
+  };
+  bool steady = false, unsteady = false;
+  for (const auto& g : lab.gates)
+    if (lost(g)) (g.metrics.count("stalled") ? unsteady : steady) = true;
+  // One second timing per process run, whatever the number of such gates in it: one of the student's busy-machine
+  // timings when a steady timing lost points (the unsteady ones are timed along), else one of its unsteady ones, or,
+  // those used up, a busy-machine one.
+  bool busy = steady && take(spec.busy_retimes, false);
+  bool for_unsteady = false;
+  if (!busy && unsteady) {
+    for_unsteady = take(spec.unsteady_retimes, true);
+    if (!for_unsteady && !steady) busy = take(spec.busy_retimes, false);
   }
+  if (unsteady && !busy && !for_unsteady)
+    for (auto& g : lab.gates)
+      if (lost(g) && g.metrics.count("stalled"))
+        g.message += std::string(g.message.empty() ? "" : "\n") +
+                     "not timed again: the student's second timings for unsteady timings were all used (--unsteady-retimes)";
   std::vector<std::string> again;  // in the lab's order
   std::map<std::string, GateResult> first;
   for (auto& g : lab.gates)
-    if (lost(g) && (g.metrics.count("stalled") || busy)) {
+    if (lost(g) && (busy || (for_unsteady && g.metrics.count("stalled")))) {
       again.push_back(g.id);
       first.emplace(g.id, g);
       g.status = Status::missing;

@@ -60,6 +60,11 @@ struct GateRunSpec {
   // the quiet turn because a gate lost points with a finished timing, unsteady or not (grade.cpp's
   // time_lost_again; shared by the student's labs). Null: only unsteady timings are timed again.
   std::shared_ptr<std::atomic<int>> busy_retimes;
+  // A batch: how many more of this student's speed processes may be timed again because a gate's timing was
+  // unsteady (`stalled`), shared by its labs. Each second timing holds every other worker's new runs until it ends,
+  // so code that makes every lab's timing unsteady must not buy a quiet turn per lab and visibility. Null: no bound
+  // (a local run grades one student; still once per process run).
+  std::shared_ptr<std::atomic<int>> unsteady_retimes;
 };
 
 // A gate process started ahead of its turn on the GPU, waiting in labkit's earliest constructor (after the libraries

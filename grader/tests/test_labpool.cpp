@@ -324,25 +324,31 @@ TEST_CASE("a speed gate that would lose points on an unsteady timing is timed on
           "[labpool]") {
   struct Case {
     const char *first, *mode;
-    int busy;  // the student's second timings for a busy machine (GateRunSpec::busy_retimes); -1: none (null)
+    int busy;      // the student's second timings for a busy machine (GateRunSpec::busy_retimes); -1: none (null)
+    int unsteady;  // its second timings for unsteady ones (GateRunSpec::unsteady_retimes); -1: none (null, unbounded)
     int runs;
     Status status;
     double ratio;
     const char* says;  // in the gate's message and the lab's note ("" : no second timing, no note)
   };
-  const Case c = GENERATE(Case{"unsteady", "steady", -1, 2, Status::passed, 1, "which decides"},
-                          Case{"unsteady", "unsteady", -1, 2, Status::failed, 0.3, "still unsteady"},
-                          Case{"unsteady", "crash", -1, 2, Status::failed, 0.2, "so the first stands"},
-                          Case{"partial", "steady", -1, 2, Status::passed, 1, "ratio 0.4, `stalled`"},
-                          Case{"steady", "steady", -1, 1, Status::failed, 0.2, ""},
+  const Case c = GENERATE(Case{"unsteady", "steady", -1, -1, 2, Status::passed, 1, "which decides"},
+                          Case{"unsteady", "unsteady", -1, -1, 2, Status::failed, 0.3, "still unsteady"},
+                          Case{"unsteady", "crash", -1, -1, 2, Status::failed, 0.2, "so the first stands"},
+                          Case{"partial", "steady", -1, -1, 2, Status::passed, 1, "ratio 0.4, `stalled`"},
+                          Case{"steady", "steady", -1, -1, 1, Status::failed, 0.2, ""},
                           // Failed with its figure above the threshold: not the timing's verdict, not timed again.
-                          Case{"fast", "steady", 2, 1, Status::failed, 0.9, ""},
+                          Case{"fast", "steady", 2, 4, 1, Status::failed, 0.9, ""},
                           // Slowed alike in every call by another worker (no `stalled`): one of the student's few.
-                          Case{"steady", "steady", 2, 2, Status::passed, 1, "lost points while other workers"},
-                          Case{"steady", "steady", 0, 1, Status::failed, 0.2, ""},
-                          // An unsteady timing is timed again whatever is left of them, and uses none.
-                          Case{"unsteady", "steady", 0, 2, Status::passed, 1, "which decides"});
-  INFO("first timing " << c.first << ", then " << c.mode << ", busy-machine second timings " << c.busy);
+                          Case{"steady", "steady", 2, 4, 2, Status::passed, 1, "lost points while other workers"},
+                          Case{"steady", "steady", 0, 4, 1, Status::failed, 0.2, ""},
+                          // An unsteady timing takes one of the student's unsteady second timings, not a busy one...
+                          Case{"unsteady", "steady", 2, 1, 2, Status::passed, 1, "which decides"},
+                          Case{"unsteady", "steady", 0, 4, 2, Status::passed, 1, "which decides"},
+                          // ...and, those used up, a busy-machine one; with neither left it is not timed again.
+                          Case{"unsteady", "steady", 1, 0, 2, Status::passed, 1, "which decides"},
+                          Case{"unsteady", "steady", 0, 0, 1, Status::failed, 0.2, ""});
+  INFO("first timing " << c.first << ", then " << c.mode << ", second timings left: busy machine " << c.busy
+                       << ", unsteady " << c.unsteady);
   test::TempDir dir("unsteady");
   const fs::path script = dir.path / "gates.sh";
   std::ofstream(script) << kUnsteadyScript;
@@ -368,14 +374,17 @@ TEST_CASE("a speed gate that would lose points on an unsteady timing is timed on
   spec.sanitizer_checks = false;
   spec.process.env = {{"PATH", "/usr/bin:/bin"}, {"MEET", dir.path.string()}, {"FIRST", c.first}, {"MODE", c.mode}};
   if (c.busy >= 0) spec.busy_retimes = std::make_shared<std::atomic<int>>(c.busy);
+  if (c.unsteady >= 0) spec.unsteady_retimes = std::make_shared<std::atomic<int>>(c.unsteady);
   GpuTurns machine, turns;
   turns.set_machine(&machine);
   run_speed_gates(lab, spec, &turns);
-  // A second timing for a busy machine is taken from the student's; one for an unsteady timing is not.
-  if (c.busy >= 0) {
-    const bool took_one = c.busy > 0 && c.runs == 2 && std::string(c.first) == "steady";
-    CHECK(spec.busy_retimes->load() == c.busy - (took_one ? 1 : 0));
-  }
+  // A second timing is taken from the student's count it was run for: a steady first timing's from the busy-machine
+  // ones, an unsteady one's from the unsteady ones while any is left.
+  const bool again = c.runs == 2, steady = std::string(c.first) == "steady";
+  const bool took_unsteady = again && !steady && c.unsteady != 0;
+  if (c.unsteady >= 0) CHECK(spec.unsteady_retimes->load() == c.unsteady - (took_unsteady ? 1 : 0));
+  if (c.busy >= 0) CHECK(spec.busy_retimes->load() == c.busy - (again && !took_unsteady ? 1 : 0));
+  if (!again && !steady && c.unsteady == 0) CHECK_THAT(lab.gates.front().message, ContainsSubstring("not timed again"));
   apply_rubric(lab);
   const GateResult& s = lab.gates.front();
   INFO(s.message);
