@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <fnmatch.h>
 #include <memory>
 #include <regex>
 
@@ -221,6 +222,21 @@ const SymbolRule kSymbolRules[] = {
      "the gates' record of which kernels a step ran (a step that can ask whether it is watched can do other "
      "work when it is not)"},
     {SymbolRule::forbid_use_scope, "Catch", "the test framework that runs the gates"},
+    // The gates' own answers: the CPU and GPU references a gate checks a step against, and the baselines a speed
+    // gate times it against (a hand-written kernel in lab 03, 04 and 06: compiled into the gate binary, so the
+    // launch recorder counts its kernels as the binary's own). A step that called one would pass its correctness
+    // gate with a token kernel of its own beside it, and tie its speed gate.
+    {SymbolRule::forbid_use_scope, "lab*::baseline", "the gates' baseline for the speed gates, not the student's code"},
+    {SymbolRule::forbid_use_scope, "lab*_baseline", "the gates' baseline for the speed gates, not the student's code"},
+    {SymbolRule::forbid_use_scope, "lab*_gates", "the gates' own code"},
+    {SymbolRule::forbid_use_scope, "labkit::*_ref", "the gates' reference answer"},
+    {SymbolRule::forbid_use_scope, "labkit::*_ref_at", "the gates' reference answer"},
+    {SymbolRule::forbid_use_scope, "labkit::matmul_cpu_blocked", "the gates' reference answer (lab 01's CPU matmul)"},
+    {SymbolRule::forbid_use_scope, "labkit::sorted_order_keys", "the gates' reference answer (a sort on the CPU)"},
+    {SymbolRule::forbid_use_scope, "labkit::radix_sort_u32", "the gates' reference answer (a sort on the CPU)"},
+    {SymbolRule::forbid_use_scope, "labkit::spmv_double", "the gates' reference answer (lab 07's CPU SpMV)"},
+    {SymbolRule::forbid_use_scope, "labkit::norm2_device", "the gates' reference answer on the GPU (lab 05)"},
+    {SymbolRule::forbid_use_scope, "labkit::saxpy_scan_device", "the gates' reference answer on the GPU (lab 05)"},
 
     // Definitions the compilers make for every CUDA file.
     {SymbolRule::allow_generated, "__device_stub__", "nvcc: the host side of a kernel launch"},
@@ -390,13 +406,14 @@ bool is_template_instance(const std::string& mangled) {
   return r.source_name(&n) && r.peek() == 'I';
 }
 
+// Each name of `scope` a shell pattern for the name at its place ("lab*::baseline", "labkit::*_ref", "__nv_*").
 bool in_scope(const std::vector<std::string>& parts, const std::string& scope) {
   auto want = split(scope, ':');
   want.erase(std::remove(want.begin(), want.end(), std::string()), want.end());
   if (want.empty() || want.size() > parts.size()) return false;
-  // "__nv_*": a prefix of the first name
-  if (want.size() == 1 && ends_with(want[0], "*")) return starts_with(parts[0], want[0].substr(0, want[0].size() - 1));
-  return std::equal(want.begin(), want.end(), parts.begin());
+  return std::equal(want.begin(), want.end(), parts.begin(), [](const std::string& pattern, const std::string& name) {
+    return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+  });
 }
 
 bool matches(const std::string& pattern, const std::string& name) {

@@ -174,6 +174,31 @@ TEST_CASE("what a student object may not use", "[objcheck]") {
   // Asking the launch recorder whether it watches (a step that knows does other work when it does not).
   CHECK(refused("_ZN6labkit8launches8Recorder6activeEv", 'U'));
   CHECK(refused("_ZN6labkit8launches8RecorderC1Ev", 'U'));
+  // The gates' own answers: references on the CPU and the GPU, the hand-written baselines compiled into the gate
+  // binary (their kernels would count as the binary's own), the gates' helpers.
+  for (const char* name : {"_ZN6labkit10matmul_refEiiiRKSt6vectorIfSaIfEES4_S4_",
+                           "_ZN6labkit13matmul_ref_atEiiiRKSt6vectorIfSaIfEES4_S4_ii",
+                           "_ZN6labkit18matmul_cpu_blockedEiiiPKfS1_Pf", "_ZN6labkit8sort_refESt6vectorIfSaIfEEb",
+                           "_ZN6labkit7ata_refEiiRKSt6vectorIdSaIdEE", "_ZN6labkit9saxpy_refEfRKSt6vectorIfSaIfEES4_",
+                           "_ZN6labkit6cg_refERKNS_3CsrERKSt6vectorIdSaIdEEdi",
+                           "_ZN6labkit8spmv_refERKNS_3CsrERKSt6vectorIdSaIdEE", "_ZN6labkit12norm2_deviceEPKfm",
+                           "_ZN5lab038baseline18transpose_rowmajorEiiPKfPf", "_ZN5lab068baseline9naive_ataEiiPKdPd",
+                           "_ZN14lab08_baseline8OneGpuCgC1ERKN6labkit3CsrE", "_ZN11lab04_gates9on_device4copyEPvPKvm",
+                           // A kernel of a baseline's anonymous namespace (nvcc names it, with external linkage).
+                           "_ZN5lab038baseline53_GLOBAL__N__7b6a59ab_20_rowmajor_baseline_cu_178001e625transpose_"
+                           "rowmajor_kernelEiiPKfPf"}) {
+    INFO(name);
+    auto f = check_one(name, 'U');
+    REQUIRE(f.size() == 1);
+    CHECK_THAT(f[0].reason, ContainsSubstring("the gates'"));
+  }
+  // What the labs' steps may call of labkit (the error checks, lab 07 step 5's timing and fills).
+  for (const char* name : {"_ZN6labkit16throw_cuda_errorE9cudaErrorPKcS2_i", "_ZN6labkit18fill_random_deviceEPfmmff",
+                           "_ZN6labkit8time_gpuERKSt8functionIFviEERKNS_13TimingOptionsE",
+                           "_ZN6labkit9to_stringENS_8CgStatusE", "_ZNK6labkit3Csr8validateEv"}) {
+    INFO(name);
+    CHECK(check_one(name, 'U').empty());
+  }
   // Threads: std::thread, std::jthread and std::async all start through _M_start_thread.
   CHECK(refused("_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE", 'U'));
   // std::thread's other members (hardware_concurrency) start nothing.
