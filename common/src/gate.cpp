@@ -68,6 +68,7 @@ void pick_timed_round(TimedCase& tc, const TimingOptions& opt) {
   tc.verified_round = tc.record && tc.recorded == RecordedCalls::two_calls && rounds > 1
                           ? static_cast<int>((std::uint64_t(tc.recorded_round) + 1 + draw % (rounds - 1)) % rounds)
                           : static_cast<int>(draw % rounds);
+  tc.late_draw = seed("late verified round") | 1;  // never 0 (none)
 }
 
 std::string reproduce_hint() {

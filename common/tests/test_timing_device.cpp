@@ -75,6 +75,31 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
     CHECK(c.checked[1].right);
     CHECK(labkit::verified_call() == "the last timed call");  // outside verify() too
   }
+  SECTION("a step honest in the first rounds and the last call only is caught at the late verified round") {
+    // It knows the gates' call count (short calls always run max_repeats rounds) and skimps on the rounds between
+    // the first min_repeats and the last, which decide the median: the late round falls among those.
+    labkit::TimingOptions opt;
+    opt.warmup = 1;
+    opt.min_repeats = 3;
+    opt.max_repeats = 12;
+    opt.budget_ms = 1e6;  // every round up to max_repeats
+    c.tc.verified_round = 1;
+    int skimped = 0;
+    for (std::uint64_t draw : {1ull, 7ull, 8ull, 0x9E3779B97F4A7C15ull}) {  // late rounds 4, 10, 3, ...
+      c.checked.clear();
+      c.tc.late_draw = draw;
+      // Calls 0, 1 warm up; round r's candidate call is 3 + 2r; the last, round 11's, is 25.
+      labkit::compare_speed(baseline, [&](int k) { if (k < 3 + 2 * 3 || k == 25) c.copy(); }, c.tc, opt);
+      REQUIRE(c.checked.size() == 3);  // the picked round, the late round, the last call
+      CHECK(c.checked[0].right);
+      INFO(c.checked[1].call);
+      CHECK_FALSE(c.checked[1].right);
+      CHECK(c.checked[2].call == "the last timed call");
+      CHECK(c.checked[2].right);
+      ++skimped;
+    }
+    CHECK(skimped == 4);
+  }
   SECTION("a step that works only on the last of its calls is caught at the picked one") {
     // Four counted rounds and no `record`: the last candidate call is 2 + 2*3 + 1 = 9.
     labkit::compare_speed(baseline, [&](int k) { if (k == 9) c.copy(); }, c.tc, exact_rounds(4));

@@ -4,6 +4,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <string>
+#include <set>
 #include <vector>
 
 #include "labkit/gate.h"
@@ -48,6 +49,7 @@ TEST_CASE("the verified round is drawn from the secret, below min_repeats, never
   labkit::TimingOptions opt;
   opt.min_repeats = 5;
   std::vector<int> seen_verified(5), seen_recorded(5), seen_every(5);
+  std::set<std::uint64_t> late_draws;
   for (std::uint64_t trial = 0; trial < 200; ++trial) {
     detail::set_secret(1000 + trial);
     labkit::TimedCase two;
@@ -71,7 +73,12 @@ TEST_CASE("the verified round is drawn from the secret, below min_repeats, never
     CHECK(plain.verified_round < 5);
     CHECK(every.verified_round == plain.verified_round);
     ++seen_every[std::size_t(every.verified_round)];
+    // A late verified round too, drawn from the secret (compare_speed places it): never none, never the same draw.
+    CHECK(two.late_draw != 0);
+    CHECK(plain.late_draw == two.late_draw);
+    late_draws.insert(plain.late_draw);
   }
+  CHECK(late_draws.size() == 200);
   // Every round comes up (200 draws over 5 rounds: a round left out would be a broken draw, not chance).
   for (int r = 0; r < 5; ++r) {
     CHECK(seen_recorded[std::size_t(r)] > 0);

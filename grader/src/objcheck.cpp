@@ -112,6 +112,15 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use, "cudaUserObjectCreate*", "host code that runs when a graph releases the object"},
     {SymbolRule::forbid_use, "cuLaunchHostFunc", "a host callback that runs after the step has returned"},
     {SymbolRule::forbid_use, "cuStreamAddCallback", "a host callback that runs after the step has returned"},
+    // The libraries' loggers call a function of the step, or write a line, on every library call of the whole
+    // process, the gates' baselines included: a callback that spins on the host inside a baseline's timing
+    // (cuBLAS calls it in the caller's thread, between the gate's timing events) slows the baseline at will.
+    {SymbolRule::forbid_use, "cublasSetLoggerCallback", "code that cuBLAS runs inside every call, the baselines' too"},
+    {SymbolRule::forbid_use, "cublasLoggerConfigure", "logging of every cuBLAS call, the baselines' too"},
+    {SymbolRule::forbid_use, "cublasLtLogger*", "cuBLASLt's logging of every call, the baselines' too"},
+    {SymbolRule::forbid_use, "cusparseLogger*", "cuSPARSE's logging of every call, the baselines' too"},
+    {SymbolRule::forbid_use, "cudaLogs*", "code the CUDA runtime runs on its log messages"},
+    {SymbolRule::forbid_use, "cuLogs*", "code the CUDA driver runs on its log messages"},
     // The CPU time and placement the gates' own thread gets: a step that lowers its priority or pins it to a busy
     // CPU slows every baseline that launches many kernels or waits on the host.
     {SymbolRule::forbid_use, "sched_set*", "changes the scheduling of the gates' thread (priority, policy, CPUs)"},

@@ -95,6 +95,12 @@ struct TimedCase {
   RecordedCalls recorded = RecordedCalls::two_calls;
   int recorded_round = 0;  // two_calls only
   int verified_round = -1;
+  // Nonzero: a draw from the gate's secret (gate::pick_timed_round) for one more verified round, past the first
+  // min_repeats (past verified_round and recorded_round). compare_speed places it once those rounds show how many
+  // more the budget allows: anywhere among them, each as likely. A step knows how many calls the gates make (short
+  // calls always run max_repeats rounds) and could work honestly in the first rounds and the last call only,
+  // skimping in all the others, which decide the median; this round finds it with a chance of its skip rate.
+  std::uint64_t late_draw = 0;
 };
 
 // While compare_speed runs verify(): which call it checks, for the gate's messages ("the last timed call", or
@@ -105,8 +111,8 @@ std::string verified_call();
 // has a context on, so that work a step leaves running on a second GPU (lab 08's, or any a worker with several
 // GPUs makes visible) is charged like work on a private stream.
 // The order of one round: refresh(k); evict_l2(); baseline(k) timed; refresh(k+1); (a recorded call: drop());
-// evict_l2(); candidate(k+1) timed; then the wait for escaped work, (check()) and, in round `verified_round`,
-// verify(). k counts every call from 0 (warm-up included), so a gate can derive the inputs of call k from k, and the
+// evict_l2(); candidate(k+1) timed; then the wait for escaped work, (check()) and, in round `verified_round` and in
+// the late round late_draw picks, verify(). k counts every call from 0 (warm-up included), so a gate can derive the inputs of call k from k, and the
 // call before each verify() is always the candidate's (under two_calls, the last is the extra recorded call).
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimedCase& timed_case, const TimingOptions& opt = {});

@@ -44,8 +44,14 @@ const char* const kStepName[] = {"step 0 (cuBLAS)",
                                  "step 5f (grouped block order)",
                                  "step 6 (asynchronous-copy pipeline)"};
 
+// The handle the student's step 0 is handed. Never the baseline's: a step can change its handle's stream, math mode,
+// workspace or SM-count target, which would slow the baseline every speed gate is timed against.
 labkit::CublasHandle& cublas() {
   static labkit::CublasHandle handle;  // created once per process: handle creation costs ~100 ms
+  return handle;
+}
+labkit::CublasHandle& gate_blas() {
+  static labkit::CublasHandle handle;
   return handle;
 }
 
@@ -68,7 +74,7 @@ void run(Step s, int M, int N, int K, const float* A, const float* B, float* C) 
 
 // The product the gates trust for large outputs and time every step against (tests/cublas_baseline.h).
 void reference_sgemm(int M, int N, int K, const float* A, const float* B, float* C) {
-  lab01::baseline::sgemm_rowmajor(cublas(), M, N, K, A, B, C);
+  lab01::baseline::sgemm_rowmajor(gate_blas(), M, N, K, A, B, C);
 }
 
 // Tolerance. An fp32 dot product of K random terms accumulates rounding errors that grow like sqrt(K)*u

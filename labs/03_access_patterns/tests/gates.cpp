@@ -285,26 +285,37 @@ void verify_large(int n, std::uint64_t seed, const float* din, labkit::GuardedBu
 
 // Times the gate's own row-major transpose (baseline) against the student's diagonal one (candidate) at n x n:
 // every timed call reads a freshly filled input and writes a poisoned output, after an L2 scrub (so no repeat is
-// served from L2, which would hide the DRAM-partition effects the sweep looks for); the last diagonal output is
-// checked at sampled positions afterwards.
+// served from L2, which would hide the DRAM-partition effects the sweep looks for); the verified calls' outputs are
+// checked at sampled positions, and their tile logs for a diagonal order. The timed calls get a tile log like the
+// checked ones: a step handed none would know it is being timed (and could take the row-major order there).
 labkit::SpeedComparison time_orderings(int n, const labkit::TimingOptions& opt, std::uint64_t seed_base) {
   const std::size_t count = std::size_t(n) * n;
   labkit::GuardedBuffer<float> din(count, "in"), dout(count, "out");
+  const std::size_t blocks = std::size_t(grid_x(n)) * grid_y(n);
+  labkit::GuardedBuffer<int> log(blocks, "tile log");
   auto seed_of = [&](int k) { return labkit::derive_seed(seed_base, "call " + std::to_string(k)); };
   int last = 0;
   labkit::TimedCase tc;
   tc.refresh = [&](int k) {
     labkit::fill_random_device(din.data(), count, seed_of(k));
     dout.poison();
+    LABKIT_CUDA(cudaMemset(log.data(), 0xFF, blocks * sizeof(int)));  // -1: no tile recorded
     last = k;
   };
   tc.verify = [&] {
-    check_output("step 3 (transpose_diagonal)", "in " + labkit::verified_call() + " (an input it had not seen), at", n,
-                 seed_of(last), dout);
+    const std::string when = "in " + labkit::verified_call() + " (an input it had not seen), at";
+    check_output("step 3 (transpose_diagonal)", when, n, seed_of(last), dout);
+    auto g = log.check_guards();
+    if (!g.ok) FAIL("step 3 (transpose_diagonal) " << when << " " << n << ": " << g.message);
+    const std::string problem = lab03::order::diagonal_problem(log.download(), grid_x(n), grid_y(n));
+    if (!problem.empty())
+      FAIL("step 3 (transpose_diagonal) " << when << " " << n << " x " << n << ": " << problem << "\n  "
+                                          << labkit::gate::reproduce_hint());
   };
   labkit::gate::pick_timed_round(tc, opt);
   return labkit::compare_speed([&](int) { lab03::baseline::transpose_rowmajor(n, n, din.data(), dout.data()); },
-                               [&](int) { lab03::transpose_diagonal(n, n, din.data(), dout.data()); }, tc, opt);
+                               [&](int) { lab03::transpose_diagonal(n, n, din.data(), dout.data(), log.data()); }, tc,
+                               opt);
 }
 
 }  // namespace

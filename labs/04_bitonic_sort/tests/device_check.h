@@ -51,10 +51,13 @@ class Scratch {
 void copy(void* dst, const void* src, std::size_t bytes);
 
 bool sorted_permutation(const float* got, const float* in, std::size_t n, bool descending);
-bool pairs_kept(const float* keys, const std::uint32_t* values, const float* in, std::size_t n, bool descending);
+bool pairs_kept(const float* keys, const std::uint32_t* values, const float* in, std::size_t n, bool descending,
+                std::uint32_t mask);
 bool same_bits(const void* a, const void* b, std::size_t bytes);
 
-// values[i] = i: the values a key-value sort starts from, written without a host array or an upload.
-void fill_index(std::uint32_t* values, std::size_t n);
+// values[i] = i ^ mask: the values a key-value sort starts from, written without a host array or an upload. The
+// gates' mask (values_mask(), gates.cpp) has its top bit set, so a step that wrote a key's index where its value
+// belongs (the values were 0..n-1 once: "argsort") is caught; a value decodes to its key's index with ^ mask.
+void fill_index(std::uint32_t* values, std::size_t n, std::uint32_t mask);
 
 }  // namespace lab04_gates::on_device

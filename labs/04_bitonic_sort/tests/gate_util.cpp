@@ -123,28 +123,30 @@ labkit::Verdict check_sort(const std::vector<float>& got, const std::vector<floa
   return fail(os.str(), n, descents);
 }
 
-// Key-value: values started as 0, 1, ..., n-1 (the index of their key); they must come out as a permutation of
-// those, each still beside the key it started with.
+// Key-value: values started as i ^ mask beside key i; they must come out as a permutation of those, each still
+// beside the key it started with.
 labkit::Verdict check_pairs(const std::vector<float>& keys, const std::vector<u32>& values,
-                            const std::vector<float>& in, Order order) {
+                            const std::vector<float>& in, Order order, u32 mask) {
   labkit::Verdict v = check_sort(keys, in, order);
   if (!v.ok) return v;
   const std::size_t n = in.size();
   std::vector<char> seen(n, 0);
   for (std::size_t p = 0; p < n; ++p) {
-    const u32 idx = values[p];
+    const u32 idx = values[p] ^ mask;  // the index of the key the value started beside
     if (idx >= n || seen[idx]) {
       std::ostringstream os;
-      os << "values is not a permutation of 0.." << n - 1 << ": values[" << p << "] = " << idx
-         << (idx >= n ? " is out of range" : " appears twice")
-         << ".\n  Every swap of two keys must swap their two values too, in global and in shared memory.";
+      os << "values is not a permutation of the values passed in: values[" << p << "] = " << values[p]
+         << (idx >= n ? " was not among them" : " appears twice")
+         << ".\n  Every swap of two keys must swap their two values too, in global and in shared memory; a value "
+            "is the caller's data (the gates pass other numbers than 0..n-1): never write a key's index in its place.";
       return fail(os.str(), n, 1);
     }
     seen[idx] = 1;
     if (labkit::float_bits(keys[p]) != labkit::float_bits(in[idx])) {
       std::ostringstream os;
       os << "keys and values were separated: at position " << p << " the key is " << show(keys[p])
-         << " but the value " << idx << " belongs to the key " << show(in[idx])
+         << " but the value " << values[p] << " started beside the key " << show(in[idx]) << " (input position "
+         << idx << ")"
          << ".\n  A swap moved a key without its value (or a value without its key), or values were loaded from or "
             "stored to other slots than their keys.";
       return fail(os.str(), n, 1);

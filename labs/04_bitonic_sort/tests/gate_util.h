@@ -37,10 +37,10 @@ void run_keys_checked(Step s, float* keys, std::size_t n, Order o);
 // The sort check, with a diagnosis (a lost or duplicated value, the first descent, -0.0/+0.0 and NaN mix-ups, an
 // inverted direction, sorted runs that were never merged).
 labkit::Verdict check_sort(const std::vector<float>& got, const std::vector<float>& in, Order order);
-// Key-value: values started as 0, 1, ..., n-1 (the index of their key); they must come out as a permutation of
-// those, each still beside the key it started with.
+// Key-value: values started as i ^ mask beside key i; they must come out as a permutation of those, each still beside
+// the key it started with.
 labkit::Verdict check_pairs(const std::vector<float>& keys, const std::vector<u32>& values,
-                            const std::vector<float>& in, Order order);
+                            const std::vector<float>& in, Order order, u32 mask);
 
 // Fails the gate when a guard band around an array was written.
 void require_guards(const labkit::GuardReport& g, const std::string& ctx);

@@ -168,16 +168,23 @@ void require_sorted(const float* got, Input& in, std::size_t n, Order o, const s
   labkit::gate::require(check_sort(download(got, n), in.host(), o), ctx);
 }
 
-bool pairs_on_device(const float* keys, const u32* values, const Input& in, std::size_t n, Order o) {
+bool pairs_on_device(const float* keys, const u32* values, const Input& in, std::size_t n, Order o, u32 mask) {
   const lab04_gates::on_device::Scratch<float> ref(n);
   in.write_to(ref.data());
-  return lab04_gates::on_device::pairs_kept(keys, values, ref.data(), n, o == Order::descending);
+  return lab04_gates::on_device::pairs_kept(keys, values, ref.data(), n, o == Order::descending, mask);
 }
 
-void require_pairs(const float* keys, const u32* values, Input& in, std::size_t n, Order o, const std::string& ctx) {
-  if (check_on_device(n) && pairs_on_device(keys, values, in, n, o))
+void require_pairs(const float* keys, const u32* values, Input& in, std::size_t n, Order o, u32 mask,
+                   const std::string& ctx) {
+  if (check_on_device(n) && pairs_on_device(keys, values, in, n, o, mask))
     return labkit::gate::require(labkit::Verdict{}, ctx);
-  labkit::gate::require(check_pairs(download(keys, n), download(values, n), in.host(), o), ctx);
+  labkit::gate::require(check_pairs(download(keys, n), download(values, n), in.host(), o, mask), ctx);
+}
+
+// The values beside key i are i ^ values_mask(...): the caller's data, not the key's index (a step that wrote the
+// index in their place passed while the values were 0..n-1). The top bit set, so such an index is never a value.
+u32 values_mask(const std::string& ctx) {
+  return u32(labkit::gate::seed("values " + ctx)) | 0x80000000u;
 }
 
 // A second identical run must give the same bits (NaN payloads and the order of equal keys' values included).
@@ -217,18 +224,19 @@ void check_pairs_case(std::size_t n, Pattern p, Order o) {
   namespace dev = lab04_gates::on_device;
   const std::string ctx = context(Step::pairs, n, p, o);
   Input in(p, n, input_seed(n, p, o));
+  const u32 mask = values_mask(ctx);
   labkit::GuardedBuffer<float> dk(n, "keys");
   labkit::GuardedBuffer<u32> dv(n, "values");
   auto run_once = [&] {
     in.write_to(dk.data());
-    dev::fill_index(dv.data(), n);  // values start as the index of their key
+    dev::fill_index(dv.data(), n, mask);  // value i ^ mask beside key i
     labkit::gate::own_kernels(kStepName[int(Step::pairs)], [&] { lab04::sort_pairs(dk.data(), dv.data(), n, o); });
     LABKIT_CUDA(cudaDeviceSynchronize());
   };
   run_once();
   require_guards(dk.check_guards(), ctx);
   require_guards(dv.check_guards(), ctx);
-  require_pairs(dk.data(), dv.data(), in, n, o, ctx);
+  require_pairs(dk.data(), dv.data(), in, n, o, mask, ctx);
   if (!labkit::gate::repeat_runs()) return;
   const dev::Scratch<float> first_keys(n);
   const dev::Scratch<u32> first_values(n);
@@ -381,8 +389,12 @@ TEST_CASE("cpu.order", "[lab04][cpu]") {
   CHECK(!check_sort(up, in, Order::descending).ok);
   // Key-value: a value separated from its key is caught.
   std::vector<float> kin{3.f, 1.f, 2.f};
-  CHECK(check_pairs({1.f, 2.f, 3.f}, {1, 2, 0}, kin, Order::ascending).ok);
-  CHECK(!check_pairs({1.f, 2.f, 3.f}, {2, 1, 0}, kin, Order::ascending).ok);
+  CHECK(check_pairs({1.f, 2.f, 3.f}, {1, 2, 0}, kin, Order::ascending, 0).ok);
+  CHECK(!check_pairs({1.f, 2.f, 3.f}, {2, 1, 0}, kin, Order::ascending, 0).ok);
+  // Values that started as i ^ mask: the keys' indices in their place (an "argsort" written out) are not values.
+  const u32 m = 0x80000005u;
+  CHECK(check_pairs({1.f, 2.f, 3.f}, {1 ^ m, 2 ^ m, 0 ^ m}, kin, Order::ascending, m).ok);
+  CHECK_FALSE(check_pairs({1.f, 2.f, 3.f}, {1, 2, 0}, kin, Order::ascending, m).ok);
   // The sorted and reversed inputs (a radix sort of their order keys) are std::sort's, bit for bit.
   for (std::size_t n : {std::size_t(1000), (std::size_t(1) << 18) + 3}) {
     auto expect = labkit::random_floats(n, 5, -100.f, 100.f);

@@ -121,19 +121,19 @@ __global__ void find_difference(const u32* a, const u32* b, std::size_t words, u
 
 // `seen` starts zeroed: a value out of range, a value met twice, or a key that is not its value's input key is
 // a difference from what check_pairs accepts.
-__global__ void find_broken_pair(const float* keys, const u32* values, const float* in, std::size_t n, u32* seen,
-                                 u32* found) {
+__global__ void find_broken_pair(const float* keys, const u32* values, const float* in, std::size_t n, u32 mask,
+                                 u32* seen, u32* found) {
   for (std::size_t p = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; p < n;
        p += std::size_t(gridDim.x) * blockDim.x) {
-    const u32 v = values[p];
+    const u32 v = values[p] ^ mask;  // the index of the key this value started beside
     if (v >= n || atomicAdd(&seen[v], 1u) != 0 || bits_of(keys[p]) != bits_of(in[v])) *found = 1;
   }
 }
 
-__global__ void write_index(u32* values, std::size_t n) {
+__global__ void write_index(u32* values, std::size_t n, u32 mask) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x)
-    values[i] = u32(i);
+    values[i] = u32(i) ^ mask;
 }
 
 // A flag in device memory that kernels set to 1 on a finding; raised() waits for them. One word for the whole
@@ -192,13 +192,14 @@ bool sorted_permutation(const float* got, const float* in, std::size_t n, bool d
   return in_order(got, n, descending) && same_multiset(got, in, n);
 }
 
-bool pairs_kept(const float* keys, const std::uint32_t* values, const float* in, std::size_t n, bool descending) {
+bool pairs_kept(const float* keys, const std::uint32_t* values, const float* in, std::size_t n, bool descending,
+                std::uint32_t mask) {
   if (!in_order(keys, n, descending)) return false;
   if (n == 0) return true;
   Scratch<u32> seen(n);
   LABKIT_CUDA(cudaMemset(seen.data(), 0, n * sizeof(u32)));
   Flag broken;
-  find_broken_pair<<<blocks_for(n), kThreads>>>(keys, values, in, n, seen.data(), broken.ptr());
+  find_broken_pair<<<blocks_for(n), kThreads>>>(keys, values, in, n, mask, seen.data(), broken.ptr());
   return !broken.raised();
 }
 
@@ -212,9 +213,9 @@ bool same_bits(const void* a, const void* b, std::size_t bytes) {
   return !differ.raised();
 }
 
-void fill_index(std::uint32_t* values, std::size_t n) {
+void fill_index(std::uint32_t* values, std::size_t n, std::uint32_t mask) {
   if (n == 0) return;
-  write_index<<<blocks_for(n), kThreads>>>(values, n);
+  write_index<<<blocks_for(n), kThreads>>>(values, n, mask);
   LABKIT_CHECK_LAUNCH();
   LABKIT_CUDA(cudaDeviceSynchronize());
 }

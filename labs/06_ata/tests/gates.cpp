@@ -63,15 +63,23 @@ void run(Step s, int M, int N, const double* A, double* C) {
   }
 }
 
+// The gate's own cuBLAS handle for the library calls it trusts and its device-side checks: the student's step 1 is
+// handed cublas() and could leave its stream, pointer mode, math mode, workspace or SM-count target changed, which
+// would slow the baselines every speed gate is timed against.
+labkit::CublasHandle& gate_blas() {
+  static labkit::CublasHandle handle;
+  return handle;
+}
+
 // The library calls the gates trust (never the student's step 1): the cross-check for large outputs and the
 // speed baselines.
 void reference_dgemm(int M, int N, const double* A, double* C) {
   const double one = 1.0, zero = 0.0;
-  LABKIT_CUBLAS(cublasDgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, N, N, M, &one, A, N, A, N, &zero, C, N));
+  LABKIT_CUBLAS(cublasDgemm(gate_blas(), CUBLAS_OP_N, CUBLAS_OP_T, N, N, M, &one, A, N, A, N, &zero, C, N));
 }
 void reference_dsyrk_triangle(int M, int N, const double* A, double* C) {  // one triangle only: half the work
   const double one = 1.0, zero = 0.0;
-  LABKIT_CUBLAS(cublasDsyrk(cublas(), CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, N, M, &one, A, N, &zero, C, N));
+  LABKIT_CUBLAS(cublasDsyrk(gate_blas(), CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, N, M, &one, A, N, &zero, C, N));
 }
 
 // Tolerance, relative to ||C||_max. Each C(i, j) is a sum of K = M products. Whatever the summation order (serial,
@@ -502,12 +510,6 @@ std::uint64_t speed_seed(const Shape& s, int rep) {
   return labkit::gate::seed("A speed " + str(s) + ", timed call " + std::to_string(rep));
 }
 
-// The gate's own cuBLAS handle for its device-side checks: the student's step 1 is handed cublas() and could leave
-// its stream, pointer mode or math mode changed.
-labkit::CublasHandle& check_blas() {
-  static labkit::CublasHandle handle;
-  return handle;
-}
 
 // True when check_exact_symmetry(C) would pass, shown on the device with one number copied back: D = C - C^T
 // (cublasDgeam, one rounded subtraction per element) is all zeros exactly when every pair is finite and equal (two
@@ -517,7 +519,7 @@ labkit::CublasHandle& check_blas() {
 bool device_shows_symmetric(const double* C, int N) {
   labkit::DeviceBuffer<double> D(std::size_t(N) * N);
   const double one = 1.0, minus_one = -1.0;
-  cublasHandle_t h = check_blas();
+  cublasHandle_t h = gate_blas();
   LABKIT_CUBLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
   LABKIT_CUBLAS(cublasDgeam(h, CUBLAS_OP_N, CUBLAS_OP_T, N, N, &one, C, N, &minus_one, C, N, D.data(), N));
   double sum = -1;
