@@ -212,6 +212,40 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
   }
 }
 
+TEST_CASE("a call that runs on a stream of its own beside the L2 scrub is still timed in full", "[gpu][timing]") {
+  if (!labkit::has_device()) SKIP(labkit::no_device_reason());
+  // The same 256 MiB copy on both sides; the candidate's goes on a non-blocking stream (which does not wait for the
+  // default stream, where the gate scrubs L2 before each timed call) and joins the default stream before returning.
+  // With the start event queued behind the scrub but not waiting for it, the candidate's copy ran beside the scrub
+  // and was timed for its tail only: a saxpy measured 0.10 ms against 0.19 ms on the default stream (H200).
+  constexpr std::size_t n = std::size_t(64) << 20;
+  labkit::DeviceBuffer<float> in(n), out(n);
+  labkit::fill_random_device(in.data(), n, 7);
+  cudaStream_t side = nullptr;
+  cudaEvent_t done = nullptr;
+  LABKIT_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  LABKIT_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  labkit::TimedCase tc;
+  tc.refresh = [](int) {};
+  tc.verify = [] {};
+  labkit::TimingOptions opt;
+  opt.warmup = 2;
+  opt.min_repeats = opt.max_repeats = 15;
+  const auto cmp = labkit::compare_speed(
+      [&](int) { LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), n * sizeof(float), cudaMemcpyDeviceToDevice)); },
+      [&](int) {
+        LABKIT_CUDA(cudaMemcpyAsync(out.data(), in.data(), n * sizeof(float), cudaMemcpyDeviceToDevice, side));
+        LABKIT_CUDA(cudaEventRecord(done, side));
+        LABKIT_CUDA(cudaStreamWaitEvent(nullptr, done, 0));
+      },
+      tc, opt);
+  LABKIT_CUDA(cudaEventDestroy(done));
+  LABKIT_CUDA(cudaStreamDestroy(side));
+  INFO("baseline " << cmp.baseline.median_ms << " ms, candidate " << cmp.candidate.median_ms << " ms");
+  CHECK(cmp.ratio < 1.1);
+  CHECK(cmp.ratio > 0.9);
+}
+
 TEST_CASE("compare_speed times more rounds while a median is stalled", "[gpu][timing]") {
   if (!labkit::has_device()) SKIP(labkit::no_device_reason());
   CopyCase c;
