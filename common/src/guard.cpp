@@ -2,6 +2,7 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "labkit/guard.h"
@@ -16,6 +17,14 @@ std::uint64_t next_guard_id() {
 std::size_t default_guard_bytes(std::size_t array_bytes, std::size_t requested_bytes) {
   std::size_t bytes = std::max({kMinGuardBytes, std::min(array_bytes, kMaxGuardBytes), requested_bytes});
   return (bytes + 255) / 256 * 256;
+}
+
+bool guard_bands_in_use() {
+  static const bool in_use = [] {
+    const char* tool = std::getenv("LABKIT_SANITIZER");
+    return !(tool && std::string(tool) == "memcheck");
+  }();
+  return in_use;
 }
 
 namespace {
