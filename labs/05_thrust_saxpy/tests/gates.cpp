@@ -195,6 +195,28 @@ void check_norm_step(NormFn fn, const char* name) {
     SaxpyCase c(n, false);
     check_norm_case(fn, name, c);
   }
+  // Pointers off cudaMalloc's alignment, as steps 1-4 get them: a float4 path needs its fallback (x and y 16-byte
+  // aligned, or the plain loop), like the saxpy steps'.
+  for (auto [offx, offy] : {std::pair<std::size_t, std::size_t>{1, 3}, {2, 2}}) {
+    SaxpyCase off(65537, false, offx, offy);
+    check_norm_case(fn, name, off);
+  }
+  // The last 1024 elements of y 1000 times larger, so that they are most of the norm: a reduction that leaves out
+  // elements at the end (a grid clamped to 65535 blocks with no stride loop misses the last few hundred of 2^24 + 3)
+  // is off by far more than the tolerance, where with values all alike it was off by about 2^-16.
+  if (!cap.skips(double(kLarge), "n=" + std::to_string(kLarge) + " with a heavy tail")) {
+    SaxpyCase tail(kLarge, false);
+    std::vector<float> y0 = tail.y0;
+    const std::size_t from = tail.n - 1024;
+    for (std::size_t i = from; i < tail.n; ++i) y0[i] *= 1000.f;
+    LABKIT_CUDA(cudaMemcpy(tail.yd() + from, &y0[from], 1024 * sizeof(float), cudaMemcpyHostToDevice));
+    LABKIT_CUDA(cudaStreamSynchronize(0));  // landed before a step on any stream reads it
+    const double norm = fn(tail.n, tail.a, tail.xd(), tail.yd());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    labkit::gate::require(check_norm(norm, labkit::norm2_ref(labkit::saxpy_ref(tail.a, tail.x, y0)),
+                                     "||y||_2 with the last 1024 elements of y 1000 times larger"),
+                          std::string(name) + ", n=" + std::to_string(tail.n));
+  }
   SaxpyCase special(1001, true);  // a NaN in the new y makes the norm NaN (IEEE: NaN propagates through + and sqrt)
   check_norm_case(fn, name, special);
   SaxpyCase inf_only(1001, false);  // only an Inf: the norm is +Inf
