@@ -121,7 +121,8 @@ void time_lost_again(LabResult& lab, const GateRunSpec& spec, const std::vector<
     for (auto& g : lab.gates)
       if (lost(g) && g.metrics.count("stalled"))
         g.message += std::string(g.message.empty() ? "" : "\n") +
-                     "not timed again: the student's second timings for unsteady timings were all used (--unsteady-retimes)";
+                     "not timed again: the student's second timings for unsteady timings were all used "
+                     "(--unsteady-retimes)";
   std::vector<std::string> again;  // in the lab's order
   std::map<std::string, GateResult> first;
   for (auto& g : lab.gates)

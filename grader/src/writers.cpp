@@ -488,7 +488,8 @@ void unsteady_timing_section(std::ostream& md, const std::vector<SubmissionResul
   student_rows_section(md, "Speed gates that lost points on unsteady timing",
                        "The calls' times still varied by more than 10 % after the extra rounds the gate takes for "
                        "that and after a second timing with no other gate process on the machine (or the student's "
-                       "second timings, `--unsteady-retimes`, were used up: the gate's message says so): the student's code "
+                       "second timings, `--unsteady-retimes`, were used up: the gate's message says so): the "
+                       "student's code "
                        "varies that much from call to call (read it: allocations, host waits), or something outside "
                        "the batch used the machine (grade the student again: remove their result.json from the "
                        "output folder and run the same batch command).",

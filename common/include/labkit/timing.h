@@ -111,10 +111,11 @@ std::string verified_call();
 // The synchronizations after each refresh and after each call (the escaped-work wait) cover every device the process
 // has a context on, so that work a step leaves running on a second GPU (lab 08's, or any a worker with several
 // GPUs makes visible) is charged like work on a private stream.
-// The order of one round: refresh(k); evict_l2(); baseline(k) timed; refresh(k+1); (a recorded call: drop());
-// evict_l2(); candidate(k+1) timed; then the wait for escaped work, (check()) and, in round `verified_round` and in
-// the late round late_draw picks, verify(). k counts every call from 0 (warm-up included), so a gate can derive the inputs of call k from k, and the
-// call before each verify() is always the candidate's (under two_calls, the last is the extra recorded call).
+// The order of one round: refresh(k); evict_l2(); synchronize; baseline(k) timed; refresh(k+1); (a recorded call:
+// drop()); evict_l2(); synchronize; candidate(k+1) timed; then the wait for escaped work, (check()) and, in round
+// `verified_round` and in the late round late_draw picks, verify(). k counts every call from 0 (warm-up included), so
+// a gate can derive the inputs of call k from k, and the call before each verify() is always the candidate's (under
+// two_calls, the last is the extra recorded call).
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimedCase& timed_case, const TimingOptions& opt = {});
 // Deprecated: no fresh inputs, no verification, no escaped-work check (labs 04, 06, 07 until they move over).
