@@ -93,6 +93,30 @@ void fill_pattern_device(void* dev, std::size_t count, std::size_t elem_size, st
   LABKIT_CHECK_LAUNCH();
 }
 
+namespace {
+// Volatile stores: nothing reads them in this kernel, and the compiler must not drop them.
+__global__ void poison_shared_kernel(unsigned words) {
+  extern __shared__ unsigned shared_words[];
+  volatile unsigned* s = shared_words;
+  for (unsigned i = threadIdx.x; i < words; i += blockDim.x) s[i] = 0xFFFFFFFFu;
+}
+}  // namespace
+
+void poison_shared_memory() {
+  int dev = 0, sms = 0, optin = 0;
+  LABKIT_CUDA(cudaGetDevice(&dev));
+  LABKIT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  LABKIT_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  // The largest block's shared memory, with the carveout at its maximum: one block fills an SM's shared memory, and
+  // a grid of one block per SM reaches every SM (each block needs a whole SM, so no SM takes two while one is idle).
+  LABKIT_CUDA(cudaFuncSetAttribute(poison_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  LABKIT_CUDA(cudaFuncSetAttribute(poison_shared_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   cudaSharedmemCarveoutMaxShared));
+  poison_shared_kernel<<<sms, 1024, std::size_t(optin)>>>(unsigned(optin / 4));
+  LABKIT_CHECK_LAUNCH();
+  LABKIT_CUDA(cudaDeviceSynchronize());
+}
+
 void fill_guard_device(void* base, std::size_t begin, std::size_t end, unsigned elem_size, std::uint64_t key) {
   if (end <= begin) return;
   const unsigned grid = grid_for(end - begin);

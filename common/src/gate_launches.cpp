@@ -7,6 +7,7 @@
 #include <set>
 
 #include "labkit/gate.h"
+#include "labkit/guard.h"
 #include "labkit/launches.h"
 #include "labkit/report.h"
 #include "labkit/slot_batch.h"
@@ -133,16 +134,27 @@ class TimedCallRecorder : public CallRecorder {
 
 }  // namespace
 
-void own_kernels(std::string_view step, const std::function<void()>& call) {
-  if (g_scope_depth > 0) return call();  // an enclosing scope of the gates' records this call already
+std::vector<launches::Kernel> own_kernels_ran(std::string_view step, const std::function<void()>& call) {
+  if (g_scope_depth > 0) {  // an enclosing scope of the gates' records this call already
+    call();
+    return {};
+  }
+  // Before the recorder starts (the fill is the gate's, not the step's) and finished before the call.
+  poison_shared_memory();
   std::unique_ptr<launches::Recorder> recorder = start_recorder(step, Attribution::by_launch_callbacks);
-  if (!recorder) return call();
+  if (!recorder) {
+    call();
+    return {};
+  }
   const ScopeDepth inside;
   call();
-  const std::vector<launches::Kernel> ran = recorder->stop();
+  std::vector<launches::Kernel> ran = recorder->stop();
   check_call(step, ran);
   report_step_kernels(ran);
+  return ran;
 }
+
+void own_kernels(std::string_view step, const std::function<void()>& call) { own_kernels_ran(step, call); }
 
 std::string batch_failure(SlotBatch& batch, std::string_view step, const std::string& what,
                           const std::function<void(int k)>& call,

@@ -32,6 +32,8 @@ struct Raw {
   std::int64_t shared_bytes;
   int registers;
   std::int64_t static_shared;
+  long long blocks;
+  int threads;
 };
 
 std::mutex g_mutex;  // CUPTI delivers buffers and callbacks on threads of its own
@@ -91,7 +93,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
     got.push_back({k->name ? k->name : "", k->correlationId,
                    std::int64_t(k->staticSharedMemory) + std::int64_t(k->dynamicSharedMemory),
-                   int(k->registersPerThread), std::int64_t(k->staticSharedMemory)});
+                   int(k->registersPerThread), std::int64_t(k->staticSharedMemory),
+                   (long long)k->gridX * k->gridY * k->gridZ, int(k->blockX * k->blockY * k->blockZ)});
   }
   std::free(buffer);
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -209,7 +212,7 @@ std::vector<Kernel> collect() {
   for (const Raw& r : g_raw) {
     auto it = g_launched_from.find(r.correlation);
     out.push_back({r.name, it == g_launched_from.end() ? std::string() : it->second, r.shared_bytes, r.registers,
-                   r.static_shared});
+                   r.static_shared, r.blocks, r.threads});
   }
   g_raw.clear();
   g_launched_from.clear();

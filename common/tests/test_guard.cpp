@@ -14,6 +14,7 @@
 #include "labkit/device.h"
 #include "labkit/gate.h"
 #include "labkit/guard.h"
+#include "test_kernels.h"
 
 using Catch::Matchers::ContainsSubstring;
 using labkit::GuardLayout;
@@ -336,4 +337,35 @@ TEST_CASE("device guards: doubles, and the cost on a lab 05 sized array", "[guar
   // Two scans of 64 MiB are about 0.1 ms of HBM time plus launches, the copy of 128 MiB several milliseconds: a check
   // that brought the bands to the host would take at least the copy's time.
   CHECK(check_ms * 4 < copy_ms);
+}
+
+TEST_CASE("poison_shared_memory leaves NaNs where the next kernel reads shared memory it never wrote",
+          "[guard][gpu][alone]") {
+  // A tile of 12 KiB per block (a lab 01 step 3 pair of 32 x 32 float tiles and then some), eight blocks per SM:
+  // every block of the reading kernel must see only NaNs, whichever SM and whichever part of shared memory it got.
+  // Before the fill, a kernel that wrote 1.0 into the same tiles leaves finite values there, so the fill is what
+  // the reading kernel sees. [alone]: another process's kernel between the fill and the read would leave its own
+  // values there (in a batch that only hides a bug now and then; here it would fail the test).
+  LABKIT_REQUIRE_GPU();
+  const labkit::DeviceInfo info = labkit::device_info();
+  const int words = 3072, blocks = 8 * info.sm_count;
+  labkit::DeviceBuffer<int> counts(static_cast<std::size_t>(blocks));
+  auto unwritten_nans = [&] {
+    LABKIT_CUDA(cudaMemset(counts.data(), 0, counts.size() * sizeof(int)));
+    labkit_test::launch_count_unwritten_shared_nans(blocks, words, counts.data());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    std::vector<int> h(counts.size());
+    LABKIT_CUDA(cudaMemcpy(h.data(), counts.data(), h.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    return h;
+  };
+  labkit_test::launch_write_shared_ones(blocks, words);
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  const auto before = unwritten_nans();
+  CHECK(*std::max_element(before.begin(), before.end()) < words);  // the ones are still there
+  labkit::poison_shared_memory();
+  const auto after = unwritten_nans();
+  for (int b = 0; b < blocks; ++b) {
+    INFO("block " << b << " of " << blocks << " (" << info.sm_count << " SMs)");
+    CHECK(after[std::size_t(b)] == words);
+  }
 }

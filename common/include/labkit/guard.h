@@ -49,6 +49,13 @@ bool is_poison(const T& v) {
 // Fill `count` elements of `elem_size` bytes (4 or 8) with a bit pattern, on the device.
 void fill_pattern_device(void* dev, std::size_t count, std::size_t elem_size, std::uint64_t pattern);
 
+// Fills the shared memory of every SM of the current device with 0xFF bytes (a NaN as float or double, -1 as an
+// int), as much as one block may have, and waits for it. Shared memory keeps what the last kernel on an SM left,
+// so a step's kernel that reads a tile element it never wrote reads these: a NaN that reaches the output, where
+// a stale finite value times a zero (an out-of-range tile entry zeroed on one side only) used to vanish.
+// labkit::gate::own_kernels runs it before every correctness call of a step.
+void poison_shared_memory();
+
 // ---- the guard pattern ------------------------------------------------------------------------------------
 // key: derived once per buffer from its id; word i: the i-th elem_size-byte word of the allocation (the lower
 // band starts at 0, the array at the band's width, the upper band right after the array), so that the lower

@@ -61,6 +61,10 @@ struct Kernel {
   // compared with the binary's own function of the same name (Symbols::compiled_here).
   int registers = -1;
   std::int64_t static_shared = -1;
+  // The launch's grid and block (0: not recorded). Lab 07's reductions must launch the grid their blocks_per_sm
+  // argument asks for: the gates compare the grid that ran with it.
+  long long blocks = 0;  // gridDim.x * gridDim.y * gridDim.z
+  int threads = 0;       // blockDim.x * blockDim.y * blockDim.z
 };
 
 // The functions defined in a binary (its ELF .symtab, or .dynsym when stripped), compared by demangled name: the
@@ -172,6 +176,10 @@ namespace labkit::gate {
 // library's) that use shared memory the current gate's scopes have seen so far. The grader's default racecheck,
 // which checks only shared memory, leaves out a correctness gate that reported 0 (labgrade's sanitizers.cpp).
 void own_kernels(std::string_view step, const std::function<void()>& call);
+// own_kernels that also returns the kernels the call ran, in order, for a gate that checks how they were launched
+// (lab 07: the grid of a reduction against its blocks_per_sm). Empty where nothing was recorded: the check left out
+// (see above), or the call made inside a scope that already records.
+std::vector<launches::Kernel> own_kernels_ran(std::string_view step, const std::function<void()>& call);
 
 // For a speed gate: sets tc.record to the launch recorder with own_kernels' rules, tc.recorded to `which` (see
 // labkit::TimedCase: every call, with one recorder on through all of compare_speed, or two calls), under two_calls
