@@ -227,21 +227,20 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   const std::unique_ptr<CallRecorder> always = every_call ? tc.record() : nullptr;
   // One timed call: fresh inputs (so no cached answer matches), then L2 scrubbed. Scrubbing instead of rotating
   // among input sets because the refresh itself writes the inputs and leaves them in L2; only an eviction after it
-  // makes the timed call read from DRAM. The device-wide synchronization after the refresh makes the fresh inputs
-  // complete for work on ANY stream (a step on a stream of its own would otherwise race with the refill and fail
-  // verification instead of being diagnosed as escaped work). The scrub ends before the start event is recorded
-  // (a synchronization between them): a call that launched its work on a stream of its own that does not wait for
-  // the default stream (cudaStreamNonBlocking) and joined it back before returning would otherwise run beside the
-  // scrub, before the start event, and be timed for part of its work only (a saxpy at 0.10 ms against 0.19 ms on
-  // the default stream, on an H200). Both sides pay the first launch's latency inside the interval alike. The
-  // previous call ended with a device-wide synchronization (the escaped-work wait). A recorded call's drop() and
-  // check() come at the synchronizations, outside the interval.
+  // makes the timed call read from DRAM. The scrub runs on the default stream after the refresh's work, and the
+  // synchronization of every device in use after the scrub ends both before the start event is recorded: the fresh
+  // inputs are complete for work on ANY stream (a step on a stream of its own would otherwise race with the refill
+  // and fail verification instead of being diagnosed as escaped work), and a call that launched its work on a
+  // stream that does not wait for the default stream (cudaStreamNonBlocking) and joined it back before returning
+  // cannot run beside the scrub, before the start event, timed for part of its work only (a saxpy at 0.10 ms against
+  // 0.19 ms on the default stream, on an H200). Both sides pay the first launch's latency inside the interval alike.
+  // The previous call ended with a device-wide synchronization (the escaped-work wait). A recorded call's drop()
+  // (which waits for the device itself, so the refresh's kernels are dropped) and check() come outside the interval.
   auto timed = [&](const std::function<void(int)>& fn, double* escaped, bool recorded_once = false) {
     const int k = call++;
     const bool is_candidate = &fn == &candidate;
     const auto wall0 = std::chrono::steady_clock::now();
     tc.refresh(k);
-    synchronize_devices_in_use();
     const std::unique_ptr<CallRecorder> once = recorded_once ? tc.record() : nullptr;
     CallRecorder* recorder = once ? once.get() : is_candidate ? always.get() : nullptr;
     if (recorder) recorder->drop();

@@ -85,7 +85,7 @@ struct SpeedComparison {
 class CallRecorder {
  public:
   virtual ~CallRecorder() = default;  // stops recording
-  virtual void drop() = 0;            // forgets the kernels recorded so far; the device is idle
+  virtual void drop() = 0;            // waits for the device and forgets the kernels recorded so far
   virtual void check() = 0;           // the kernels since the last drop() are a candidate call's: checks them
 };
 enum class RecordedCalls { every_call, two_calls };
@@ -108,7 +108,7 @@ struct TimedCase {
 // "timed call 7, one the gate's secret picked among the timed calls"); "the last timed call" otherwise.
 std::string verified_call();
 //
-// The synchronizations after each refresh and after each call (the escaped-work wait) cover every device the process
+// The synchronizations after each scrub and after each call (the escaped-work wait) cover every device the process
 // has a context on, so that work a step leaves running on a second GPU (lab 08's, or any a worker with several
 // GPUs makes visible) is charged like work on a private stream.
 // The order of one round: refresh(k); evict_l2(); synchronize; baseline(k) timed; refresh(k+1); (a recorded call:
