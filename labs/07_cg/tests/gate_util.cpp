@@ -13,13 +13,14 @@ labkit::CusparseHandle& cusparse() {
 }
 
 // Row i's error is <= (len_i + 1) u sum_j |a_ij x_j| for any order of its sum; x 2 for the products.
-double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x) {
+double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x, const std::vector<double>* values) {
+  const double* a = values ? values->data() : A.values.data();
   double worst = 0;
   for (double w : labkit::parallel_parts<double>(std::size_t(A.rows), [&](std::size_t b, std::size_t e) {
          double part = 0;
          for (std::size_t i = b; i < e; ++i) {
            double m = 0;
-           for (int k = A.row_ptr[i]; k < A.row_ptr[i + 1]; ++k) m += std::fabs(A.values[k] * x[A.col_idx[k]]);
+           for (int k = A.row_ptr[i]; k < A.row_ptr[i + 1]; ++k) m += std::fabs(a[k] * x[A.col_idx[k]]);
            part = std::max(part, 2.0 * (A.row_ptr[i + 1] - A.row_ptr[i] + 1) * kU * m);
          }
          return part;
@@ -28,14 +29,16 @@ double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x) {
   return worst;
 }
 
-std::vector<double> spmv_ref_parallel(const labkit::Csr& A, const std::vector<double>& x) {
+std::vector<double> spmv_ref_parallel(const labkit::Csr& A, const std::vector<double>& x,
+                                      const std::vector<double>* values) {
+  const double* a = values ? values->data() : A.values.data();
   std::vector<double> y(std::size_t(A.rows));
   labkit::parallel_for(
       y.size(),
       [&](std::size_t b, std::size_t e) {
         for (std::size_t i = b; i < e; ++i) {
           long double acc = 0;
-          for (int k = A.row_ptr[i]; k < A.row_ptr[i + 1]; ++k) acc += (long double)A.values[k] * x[A.col_idx[k]];
+          for (int k = A.row_ptr[i]; k < A.row_ptr[i + 1]; ++k) acc += (long double)a[k] * x[A.col_idx[k]];
           y[i] = double(acc);
         }
       },
@@ -83,6 +86,41 @@ labkit::Csr neumann2d(int nx, int ny) {
     A.values[diag] = neighbours;
   }
   return A;
+}
+
+namespace {
+int sm_count() {  // of the device the gates run on (one per gate process)
+  static const int sms = [] {
+    int dev = 0, v = 0;
+    LABKIT_CUDA(cudaGetDevice(&dev));
+    LABKIT_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return sms;
+}
+}  // namespace
+
+long long reduction_grid(int blocks_per_sm) {
+  return std::min<long long>(static_cast<long long>(blocks_per_sm) * sm_count(), lab07::kMaxPartials);
+}
+
+std::string reduction_grid_problem(const std::vector<labkit::launches::Kernel>& ran, long long n, int bps) {
+  if (ran.empty()) return "";
+  const long long G = reduction_grid(bps);
+  int widest_block = 1;
+  for (const auto& k : ran) widest_block = std::max(widest_block, k.threads);
+  if (n < 4 * G * widest_block) return "";
+  std::ostringstream grids;
+  for (const auto& k : ran) {
+    if (k.blocks == G) return "";
+    grids << (grids.tellp() > 0 ? ", " : "") << k.blocks << " x " << k.threads;
+  }
+  std::ostringstream os;
+  os << "no kernel ran the grid blocks_per_sm asks for: G = " << bps << " x " << sm_count() << " SMs = " << G << " blocks (at most " << lab07::kMaxPartials << "), where n = " << n
+     << " gives every block work; the call ran (blocks x threads) " << grids.str()
+     << ". The first pass is a fixed grid of blocks_per_sm x SMs blocks with a grid-stride loop: step 5 times "
+        "the counts against each other, which means nothing when the grid ignores them";
+  return os.str();
 }
 
 std::filesystem::path scratch_dir(const std::string& what) {

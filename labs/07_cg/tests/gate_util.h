@@ -131,17 +131,29 @@ inline lab07::CgResult solve(Solver s, const lab07::DeviceCsr& A, const double* 
 
 // Row i's error bound of an SpMV, used by the step 3 gates and the SpMV speed gate (rows on every core; the largest
 // bound does not depend on the split).
-double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x);
+// `values`, when given, replace A.values (nnz of them: the SpMV speed gate draws its matrix's values per call).
+double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x, const std::vector<double>* values = nullptr);
 // labkit::spmv_ref on every core: each row's sum in long double in the same order, so the same values. For the
 // gate's own matrices only (it does not validate A, which spmv_ref does for a caller's matrix; at 5*10^7
-// entries that and the single core cost the SpMV speed gate ~0.3 s).
-std::vector<double> spmv_ref_parallel(const labkit::Csr& A, const std::vector<double>& x);
+// entries that and the single core cost the SpMV speed gate ~0.3 s). `values` as in spmv_abs_bound.
+std::vector<double> spmv_ref_parallel(const labkit::Csr& A, const std::vector<double>& x,
+                                      const std::vector<double>* values = nullptr);
 // A rectangular matrix with empty rows and one row longer than 32 warps (step 3, and the solvers' argument checks).
 labkit::Csr irregular_matrix(std::uint64_t seed);
 // ||b - A x|| / ||b|| in long double on the CPU.
 double rel_true_residual(const labkit::Csr& A, const std::vector<double>& b, const std::vector<double>& x);
 // The pure Neumann Laplacian (singular, positive semi-definite).
 labkit::Csr neumann2d(int nx, int ny);
+// The grid a reduction's first pass must launch: G = blocks_per_sm x (SMs of the current device), at most
+// lab07::kMaxPartials (cg.h). Step 5 tunes blocks_per_sm by timing: a kernel that ignores the argument makes every
+// count time the same, and the tuner's choice means nothing.
+long long reduction_grid(int blocks_per_sm);
+// "" when `ran` (the kernels of one call on n elements, labkit::gate::own_kernels_ran) holds a launch of exactly
+// reduction_grid(bps) blocks, or when n is too small to demand one; else what went wrong, naming the grids that ran.
+// Demanded where n >= 4 x G x the widest block that ran: a grid-stride loop with up to 4 elements per thread still
+// has work for all G blocks there (fewer blocks for small n, as the reference launches, are fine). An empty `ran`
+// (nothing recorded: under a sanitizer) demands nothing.
+std::string reduction_grid_problem(const std::vector<labkit::launches::Kernel>& ran, long long n, int bps);
 // A fresh folder under the temporary directory, named from the run's seed.
 std::filesystem::path scratch_dir(const std::string& what);
 

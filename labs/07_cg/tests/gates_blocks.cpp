@@ -9,6 +9,13 @@ using namespace lab07_gates;
 
 namespace {
 
+// Fails the gate when one call's kernels (`ran`, on n elements) lack the grid blocks_per_sm asks for.
+void require_reduction_grid(const std::vector<labkit::launches::Kernel>& ran, long long n, int bps,
+                            const std::string& ctx) {
+  const std::string problem = reduction_grid_problem(ran, n, bps);
+  if (!problem.empty()) FAIL(ctx << ": " << problem << "\n  " << labkit::gate::reproduce_hint());
+}
+
 // ---- Step 1 ---------------------------------------------------------------------------------------------------------
 enum class DotKind { twopass, shuffle };
 const char* name(DotKind k) { return k == DotKind::twopass ? "step 1a (dot_twopass)" : "step 1b (dot_shuffle)"; }
@@ -26,16 +33,18 @@ void check_dot(DotKind kind, int n, int bps) {
   const auto hy = labkit::random_doubles(std::size_t(n), labkit::gate::seed("dot y " + std::to_string(n)));
   auto x = guarded(hx, "x"), y = guarded(hy, "y");
   labkit::GuardedBuffer<double> partials(lab07::kMaxPartials, "partials"), result(1, "result");
+  std::vector<labkit::launches::Kernel> ran;
   auto once = [&] {
     partials.poison();
     result.poison();
     // Only the step's own kernels may run (labkit/launches.h); the cuSPARSE/cuBLAS baselines run outside.
-    labkit::gate::own_kernels(name(kind),
-                              [&] { run_dot(kind, n, x.data(), y.data(), partials.data(), result.data(), bps); });
+    ran = labkit::gate::own_kernels_ran(
+        name(kind), [&] { run_dot(kind, n, x.data(), y.data(), partials.data(), result.data(), bps); });
     sync();
     return result.download();
   };
   const auto got = once();
+  require_reduction_grid(ran, n, bps, ctx);
   require_guards(partials, ctx);
   require_guards(result, ctx);
   require_unmodified(x, hx, ctx);
@@ -68,7 +77,8 @@ void check_dot(DotKind kind, int n, int bps) {
   }
 }
 
-const std::vector<int> kDotSizes = {0, 1, 2, 31, 32, 33, 255, 256, 257, 1000, 4097, 65537, (1 << 20) + 3, 10000019};
+constexpr int kLargest = 10000019;
+const std::vector<int> kDotSizes = {0, 1, 2, 31, 32, 33, 255, 256, 257, 1000, 4097, 65537, (1 << 20) + 3, kLargest};
 
 // racecheck in the grader's default checks keeps, of steps 1 and 2's sizes, 33 (one block, most threads without an
 // element), 1000 and 65537 (several blocks, grid-stride loops); memcheck checks the rest (SanitizerCap::skips with
@@ -78,7 +88,7 @@ const std::vector<int> kDotSizes = {0, 1, 2, 31, 32, 33, 255, 256, 257, 1000, 40
 bool race_checked(int n) { return n == 33 || n == 1000 || n == 65537; }
 
 // ---- Step 2 ---------------------------------------------------------------------------------------------------------
-const std::vector<int> kUpdateSizes = {0, 1, 2, 33, 257, 1000, 65537, (1 << 20) + 3, 10000019};
+const std::vector<int> kUpdateSizes = {0, 1, 2, 33, 257, 1000, 65537, (1 << 20) + 3, kLargest};
 
 void check_axpy_xpby(int n) {
   const std::string sz = "n = " + std::to_string(n);
@@ -144,18 +154,20 @@ void check_update_xr(int n, int bps) {
   struct Out {
     std::vector<double> x, r, rr;
   };
+  std::vector<labkit::launches::Kernel> ran;
   auto once = [&] {
     x.upload(hx0);
     r.upload(hr0);
     partials.poison();
     rr.poison();
-    labkit::gate::own_kernels("step 2 (update_xr)", [&] {
+    ran = labkit::gate::own_kernels_ran("step 2 (update_xr)", [&] {
       lab07::update_xr(n, alpha, p.data(), Ap.data(), x.data(), r.data(), partials.data(), rr.data(), bps);
     });
     sync();
     return Out{x.download(), r.download(), rr.download()};
   };
   const Out got = once();
+  require_reduction_grid(ran, n, bps, ctx);
   for (const auto* b : {&x, &r, &partials, &rr}) require_guards(*b, ctx);
   require_unmodified(p, hp, ctx);
   require_unmodified(Ap, hAp, ctx);
@@ -253,6 +265,11 @@ TEST_CASE("step1.correct", "[lab07][step1][correctness]") {
     }
     if (!cap.skips_racecheck(kind + ", n = " + std::to_string((1 << 20) + 3)))
       check_dot(k, (1 << 20) + 3, lab07::kMaxBlocksPerSm);
+    // The largest size with the fewest and the most blocks per SM: every block has work, so the grid must be
+    // exactly blocks_per_sm x SMs (require_reduction_grid; the default count is checked at this size above).
+    for (int bps : {1, lab07::kMaxBlocksPerSm})
+      if (!cap.skips(kLargest, kind + ", n = " + std::to_string(kLargest) + ", blocks_per_sm = " + std::to_string(bps)))
+        check_dot(k, kLargest, bps);
     labkit::DeviceBuffer<double> v(4), part(lab07::kMaxPartials), res(1);
     CHECK_THROWS_AS(run_dot(k, -1, v.data(), v.data(), part.data(), res.data(), 4), std::invalid_argument);
     CHECK_THROWS_AS(run_dot(k, 4, v.data(), v.data(), part.data(), res.data(), 0), std::invalid_argument);
@@ -273,6 +290,9 @@ TEST_CASE("step2.correct", "[lab07][step2][correctness]") {
   check_update_xr(65537, 1);
   if (!cap.skips_racecheck("update_xr, n = " + std::to_string((1 << 20) + 3)))
     check_update_xr((1 << 20) + 3, lab07::kMaxBlocksPerSm);
+  for (int bps : {1, lab07::kMaxBlocksPerSm})  // the grid must follow blocks_per_sm, as in step 1
+    if (!cap.skips(kLargest, "update_xr, n = " + std::to_string(kLargest) + ", blocks_per_sm = " + std::to_string(bps)))
+      check_update_xr(kLargest, bps);
   labkit::DeviceBuffer<double> v(4);
   CHECK_THROWS_AS(lab07::axpy(-1, 1.0, v.data(), v.data()), std::invalid_argument);
   CHECK_THROWS_AS(lab07::xpby(-1, v.data(), 1.0, v.data()), std::invalid_argument);

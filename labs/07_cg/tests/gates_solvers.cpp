@@ -369,9 +369,18 @@ TEST_CASE("step5.correct", "[lab07][step5][correctness]") {
   // n = 1000 runs the same kernels through every bound).
   // Each call runs in the launch recorder: the tuner times the student's own kernels, never a library's, and the
   // grader's racecheck learns which of them use shared memory (it instruments only those).
+  // It also checks that the counts were tried: at 2^22 elements every count's grid has work for all its blocks, so
+  // a kernel of G = k x SMs blocks ran for every k the result reports a time for (reduction_grid_problem).
   auto tune = [](int elements) {
     lab07::TuneResult t;
-    labkit::gate::own_kernels("step 5 (tune_blocks_per_sm)", [&] { t = lab07::tune_blocks_per_sm(elements); });
+    const auto ran = labkit::gate::own_kernels_ran("step 5 (tune_blocks_per_sm)",
+                                                   [&] { t = lab07::tune_blocks_per_sm(elements); });
+    for (int k = 1; k <= int(t.ms.size()) && k <= lab07::kMaxBlocksPerSm; ++k) {
+      const std::string problem = reduction_grid_problem(ran, elements, k);
+      if (!problem.empty())
+        FAIL("step 5 (tune_blocks_per_sm(" << elements << ")) reports a time for blocks_per_sm = " << k
+                                           << ", but " << problem << "\n  " << labkit::gate::reproduce_hint());
+    }
     return t;
   };
   labkit::gate::SanitizerCap cap(kSanitizerCap, "elements");
