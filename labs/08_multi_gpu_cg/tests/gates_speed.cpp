@@ -94,9 +94,11 @@ void speed_gate(Scheme s) {
   lab08::CgOptions opt;
   opt.rel_tol = 0;  // never met: exactly max_iter iterations
   int iters = kItersShort;
-  auto refresh = [&](int k) {  // fresh right-hand side per call: nothing can be replayed
-    const double f = 1.0 + 1e-3 * (k % 97);
-    for (int i = 0; i < n; ++i) b[std::size_t(i)] = b0[std::size_t(i)] * f;
+  // A right-hand side drawn afresh per call from the gate's secret (on every core, a few ms): nothing can be
+  // replayed. Not a rescaled copy of one b: CG's iterates scale with b, so a step could keep x for one b and return
+  // it rescaled.
+  auto refresh = [&](int k) {
+    labkit::fill_random(b, labkit::gate::seed("speed b, call " + std::to_string(k)));
     base.set_b(b);
   };
   auto verify = [&] {

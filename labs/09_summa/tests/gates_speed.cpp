@@ -15,6 +15,8 @@
 #include "blocking_comm.h"
 #include "gate_util.h"
 #include "labkit/gate.h"
+#include "labkit/random.h"
+#include "labkit/reference.h"
 #include "labkit/report.h"
 #include "summa.h"
 
@@ -33,8 +35,8 @@ using namespace lab09_gates;
 // communication (10.9 ms) takes twice its update (5.6 ms), so two processes cannot beat one GPU at N = 16384 however
 // well they overlap; the ratio to one GPU's SGEMM of the whole product is measured and reported beside it
 // (vs_one_gpu), not graded. Times are barrier to barrier, the slowest process's, median of three after a warm-up,
-// the three measurements interleaved. A is scaled by 2 or 1/2 before every repetition (nothing can be replayed) and
-// the last product is checked on sampled elements of every process.
+// the three measurements interleaved. A is drawn afresh before every repetition (nothing can be replayed) and the
+// last product is checked on sampled elements of every process.
 namespace {
 
 constexpr int kSpeedN = 16384, kSpeedB = 1024;
@@ -95,21 +97,32 @@ double one_gpu_sgemm_ms(lab09::Engine& e, int N, std::uint64_t seed) {
 }
 
 // This process's blocks of A (which = 0) or B (which = 1) at the speed gate's size; both have A's shape and layout.
+// Columns on every core: half of a 16384^2 matrix per process, drawn again before every repetition.
 std::vector<float> speed_blocks(const lab09::Grid& g, std::uint64_t seed, int which) {
   using namespace lab09;
   if (!g.member()) return {};
   const Dist d{kSpeedN, kSpeedN, kSpeedB};
   std::vector<float> out(local_size(d, g));
-  for (int lj = 0; lj < local_cols(d, g); ++lj)
-    for (int li = 0; li < local_rows(d, g); ++li)
-      out[li + std::size_t(lj) * local_ld(d, g)] =
-          hashed(seed, which, global_index(li, kSpeedB, g.row, g.P), global_index(lj, kSpeedB, g.col, g.Q));
+  const int rows = local_rows(d, g), ld = local_ld(d, g);
+  labkit::parallel_for(std::size_t(local_cols(d, g)), [&](std::size_t begin, std::size_t end) {
+    for (int lj = int(begin); lj < int(end); ++lj)
+      for (int li = 0; li < rows; ++li)
+        out[li + std::size_t(lj) * ld] =
+            hashed(seed, which, global_index(li, kSpeedB, g.row, g.P), global_index(lj, kSpeedB, g.col, g.Q));
+  });
   return out;
 }
 
-// The last timed product (A = 2 A0) on 32 sampled elements of this process's C in device memory (a full check would
-// cost N^3 on the CPU; only the sampled elements are copied back): "" or what is wrong.
-std::string check_sampled_product(const lab09::Grid& g, std::uint64_t seed, const float* C) {
+// The seed of A in repetition `rep` of the timing (the same on every process): A is drawn afresh before every
+// repetition, so each timed call multiplies values no earlier call saw. Not A scaled by 2 or 1/2: the product
+// scales with A, so a step could keep an earlier C and return it rescaled.
+std::uint64_t a_seed(std::uint64_t seed, int rep) {
+  return rep == 0 ? seed : labkit::derive_seed(seed, "A of repetition " + std::to_string(rep));
+}
+
+// The last timed product (A from seed_a, B from seed_b) on 32 sampled elements of this process's C in device memory
+// (a full check would cost N^3 on the CPU; only the sampled elements are copied back): "" or what is wrong.
+std::string check_sampled_product(const lab09::Grid& g, std::uint64_t seed_a, std::uint64_t seed_b, const float* C) {
   using namespace lab09;
   const int N = kSpeedN, b = kSpeedB;
   const Dist dC{N, N, b};
@@ -119,14 +132,14 @@ std::string check_sampled_product(const lab09::Grid& g, std::uint64_t seed, cons
     const int i = global_index(li, b, g.row, g.P), j = global_index(lj, b, g.col, g.Q);
     double ref = 0, mag = 0;
     for (int p = 0; p < N; ++p) {
-      const double t = 2.0 * hashed(seed, 0, i, p) * hashed(seed, 1, p, j);
+      const double t = double(hashed(seed_a, 0, i, p)) * hashed(seed_b, 1, p, j);
       ref += t, mag += std::fabs(t);
     }
     float v = 0;
     LABKIT_CUDA(cudaMemcpy(&v, C + li + std::size_t(lj) * ldc, sizeof v, cudaMemcpyDeviceToHost));
     if (!(std::fabs(v - ref) <= 2.0 * (N + 2) * 0x1p-24 * mag))
       return where(g) + " C global (" + std::to_string(i) + ", " + std::to_string(j) + "): expected " +
-             std::to_string(ref) + " (A was scaled by 2 before the last timed call), got " + std::to_string(v);
+             std::to_string(ref) + " (for the A drawn before the last timed call), got " + std::to_string(v);
   }
   return "";
 }
@@ -166,10 +179,10 @@ OverlapTimes time_overlap(const lab09::Grid& g, lab09::Engine& e, std::uint64_t 
   for (int rep = 0; rep < 4; ++rep) {
     const double t_comm = timed_ms(comm_alone), t_upd = timed_ms(updates_alone);
     if (g.member()) {
-      // A <- 2 A or A / 2 (exact in fp32): every timed call multiplies different values. After rep 3, A = 2 A0.
-      const float f = rep % 2 ? 2.0f : 0.5f;
-      if (rep > 0 && cublasSscal(e.blas, int(a.size()), &f, A.ptr(), 1) != CUBLAS_STATUS_SUCCESS)
-        throw std::runtime_error("cublasSscal failed");
+      if (rep > 0) {  // a fresh A (a_seed); the upload returns once the copy has landed
+        a = speed_blocks(g, a_seed(seed, rep), 0);
+        if (e.gpu) A.dev.upload(a);
+      }
       LABKIT_CUDA(cudaMemsetAsync(C.ptr(), 0, c.size() * 4, e.stream));
     }
     const double t_step3 = timed_ms([&] {
@@ -182,7 +195,7 @@ OverlapTimes time_overlap(const lab09::Grid& g, lab09::Engine& e, std::uint64_t 
   t.comm_ms = median_of(comm), t.updates_ms = median_of(upd), t.step3_ms = median_of(step3);
   if (g.member()) {
     cudaFreeHost(stage_a), cudaFreeHost(stage_b), cudaFree(panel);
-    t.problem = check_sampled_product(g, seed, C.ptr());
+    t.problem = check_sampled_product(g, a_seed(seed, 3), seed, C.ptr());
   }
   return t;
 }
