@@ -92,6 +92,8 @@ void check_call(std::string_view step, const std::vector<launches::Kernel>& ran)
   detail::RecordedWork& work = detail::recorded_work();
   ++work.scopes;
   work.kernels += static_cast<long>(ran.size());
+  for (const auto& k : ran)
+    if (k.shared_bytes > 0 && launches::classify(k, launches::own_symbols()).own()) ++work.own_shared_memory_kernels;
   work.step = std::string(step);
   static const std::vector<std::string> none;
   const RubricGate* g = rubric().find(report::current_gate());

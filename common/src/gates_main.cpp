@@ -226,6 +226,16 @@ std::string unreported_end() {
                 "GPU, in a kernel (or in the library the step is about)");
     return "failed";
   }
+  // A step whose idea is a tile in shared memory (the rubric's needs_shared_memory) that used none: an earlier
+  // step's kernel copied into its file passes every check of values, and only this tells it from the step.
+  const labkit::RubricGate* rg = labkit::gate::rubric().find(labkit::report::current_gate());
+  if (rg && rg->needs_shared_memory && work.scopes > 0 && work.own_shared_memory_kernels == 0) {
+    add_message(work.step + " ran no kernel of your own that uses shared memory in any of the gate's " +
+                std::to_string(work.scopes) +
+                " recorded calls: every value is right, but this step is about staging tiles in shared memory, and "
+                "a kernel that reads every operand from global memory (an earlier step's, copied here) is not it");
+    return "failed";
+  }
   return "passed";
 }
 

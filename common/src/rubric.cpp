@@ -100,6 +100,13 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
                          "`: gpus must be a whole number from 1 to the lab's `gpus` (" + std::to_string(r.gpus) + ")");
       gate.gpus = static_cast<int>(v->get());
     }
+    if (const toml::node* n = g->get("needs_shared_memory")) {
+      if (!n->is_boolean())
+        fail(source, where(node) + ": gate `" + gate.id + "`: needs_shared_memory takes true or false");
+      gate.needs_shared_memory = n->as_boolean()->get();
+      if (gate.needs_shared_memory && gate.kind != "correctness")
+        fail(source, where(node) + ": gate `" + gate.id + "`: needs_shared_memory is for correctness gates");
+    }
     gate.hidden = (*g)["hidden"].value_or(false);
     gate.hint = (*g)["hint"].value_or(std::string{});
     if (gate.kind == "speed" && (!gate.threshold || gate.metric.empty()))

@@ -197,6 +197,22 @@ TEST_CASE("max_ratio in the rubric", "[cpu][rubric]") {
   CHECK_THROWS_WITH(labkit::parse_rubric(std::string(base) + "max_ratio=1.5\n", "r.toml"),
                     ContainsSubstring("max_ratio must be above the threshold"));
 }
+TEST_CASE("needs_shared_memory in the rubric: correctness gates only, true or false", "[cpu][rubric]") {
+  const char* base = "lab='1'\n[[gate]]\nid='c'\nkind='correctness'\n";
+  const auto on = labkit::parse_rubric(std::string(base) + "needs_shared_memory=true\n", "r.toml");
+  CHECK(on.find("c")->needs_shared_memory);
+  CHECK_FALSE(labkit::parse_rubric(base, "r.toml").find("c")->needs_shared_memory);
+  CHECK_THROWS_WITH(labkit::parse_rubric(std::string(base) + "needs_shared_memory='yes'\n", "r.toml"),
+                    ContainsSubstring("needs_shared_memory takes true or false"));
+  CHECK_THROWS_WITH(labkit::parse_rubric("lab='1'\n[[gate]]\nid='s'\nkind='speed'\nmetric='ratio'\nthreshold=1.5\n"
+                                         "needs_shared_memory=true\n",
+                                         "r.toml"),
+                    ContainsSubstring("needs_shared_memory is for correctness gates"));
+  // The steps about shared-memory tiles say so in their rubrics (lab 01 step 3 is one; step 2, the naive kernel, not).
+  const auto r = labkit::load_rubric("../../labs/01_matmul/rubric.toml");
+  CHECK(r.find("step3.correct")->needs_shared_memory);
+  CHECK_FALSE(r.find("step2.correct")->needs_shared_memory);
+}
 TEST_CASE("every speed gate of labs 01, 02, 03 and 05 has a ceiling above its threshold and reference",
           "[cpu][rubric]") {
   // Run from common/tests (the CTest working directory).

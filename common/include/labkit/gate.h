@@ -37,6 +37,7 @@ BodyRuns& body_runs();
 struct RecordedWork {
   int scopes = 0;
   long kernels = 0;
+  long own_shared_memory_kernels = 0;  // launches of kernels compiled into the binary that had shared memory
   std::string step;  // as the gate named it in its last scope
 };
 RecordedWork& recorded_work();

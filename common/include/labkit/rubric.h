@@ -30,6 +30,9 @@
 //   allow_libraries = ["cublas"]  # kernels of these libraries may run inside the step this gate checks
 //                                 # (cublas, cusparse, cub, thrust, nccl); any other non-student kernel fails
 //                                 # the gate
+//   needs_shared_memory = true    # correctness gates of a step whose idea is a tile in shared memory: the gate
+//                                 # fails when none of the kernels of the student's own that its recorded calls
+//                                 # ran used shared memory (an earlier step's kernel copied into the file)
 //   gpus = 2                      # optional (default 1, at most the lab's `gpus`): the GPUs this gate needs. Where
 //                                 # the lab sees fewer (one or more), the grader reports it `skipped` without
 //                                 # running it: a speed process whose every gate needs more GPUs is not started,
@@ -53,6 +56,7 @@ struct RubricGate {
   std::optional<double> floor;       // speed gates: partial credit from floor (0) to threshold (full points)
   std::optional<double> max_ratio;   // speed gates: above this the measurement is impossible, the gate fails
   std::vector<std::string> allow_libraries;  // library kernels allowed inside the step (empty: the student's own only)
+  bool needs_shared_memory = false;          // some own kernel of the step's recorded calls must use shared memory
   int gpus = 1;                              // the GPUs the gate needs (at most the lab's)
   bool hidden = false;
   std::string hint;
