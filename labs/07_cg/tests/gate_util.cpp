@@ -116,8 +116,8 @@ std::string reduction_grid_problem(const std::vector<labkit::launches::Kernel>& 
     grids << (grids.tellp() > 0 ? ", " : "") << k.blocks << " x " << k.threads;
   }
   std::ostringstream os;
-  os << "no kernel ran the grid blocks_per_sm asks for: G = " << bps << " x " << sm_count() << " SMs = " << G << " blocks (at most " << lab07::kMaxPartials << "), where n = " << n
-     << " gives every block work; the call ran (blocks x threads) " << grids.str()
+  os << "no kernel ran the grid blocks_per_sm asks for: G = " << bps << " x " << sm_count() << " SMs = " << G
+     << " blocks (at most " << lab07::kMaxPartials << "), where n = " << n << " gives every block work; the call ran (blocks x threads) " << grids.str()
      << ". The first pass is a fixed grid of blocks_per_sm x SMs blocks with a grid-stride loop: step 5 times "
         "the counts against each other, which means nothing when the grid ignores them";
   return os.str();

@@ -25,10 +25,15 @@ void run_dot(DotKind k, int n, const double* x, const double* y, double* partial
   else lab07::dot_shuffle(n, x, y, partials, result, bps);
 }
 
-void check_dot(DotKind kind, int n, int bps) {
-  std::ostringstream c;
-  c << name(kind) << ", n = " << n << ", blocks_per_sm = " << bps;
-  const std::string ctx = c.str();
+// `more_bps`: further counts of blocks per SM run on the same random inputs after the first (the same answer within
+// the same bound, and each its own grid), without the host's reference computed again.
+void check_dot(DotKind kind, int n, int bps, const std::vector<int>& more_bps = {}) {
+  auto context = [&](int b) {
+    std::ostringstream c;
+    c << name(kind) << ", n = " << n << ", blocks_per_sm = " << b;
+    return c.str();
+  };
+  const std::string ctx = context(bps);
   const auto hx = labkit::random_doubles(std::size_t(n), labkit::gate::seed("dot x " + std::to_string(n)));
   const auto hy = labkit::random_doubles(std::size_t(n), labkit::gate::seed("dot y " + std::to_string(n)));
   auto x = guarded(hx, "x"), y = guarded(hy, "y");
@@ -63,6 +68,14 @@ void check_dot(DotKind kind, int n, int bps) {
   labkit::gate::require(labkit::check_close(got, expected, opt), ctx);
   if (labkit::gate::repeat_runs())  // a sanitized run leaves the second run out
     labkit::gate::require(labkit::check_same_runs(got, once(), opt), ctx + " (two runs)");
+  const int first_bps = bps;
+  for (int b : more_bps) {
+    bps = b;  // read by once()
+    const auto got_b = once();
+    require_reduction_grid(ran, n, b, context(b));
+    labkit::gate::require(labkit::check_close(got_b, expected, opt), context(b));
+  }
+  bps = first_bps;
 
   // All ones: every partial sum is an integer below 2^53, exact in any order, so the answer is exactly n. This
   // catches a skipped or repeated element even where the random products happen to be tiny.
@@ -140,9 +153,11 @@ void check_axpy_xpby(int n) {
   }
 }
 
-void check_update_xr(int n, int bps) {
+// `more_bps` as in check_dot.
+void check_update_xr(int n, int bps, const std::vector<int>& more_bps = {}) {
   const std::string sz = "n = " + std::to_string(n);
-  const std::string ctx = "step 2 (update_xr), " + sz + ", blocks_per_sm = " + std::to_string(bps);
+  auto context = [&](int b) { return "step 2 (update_xr), " + sz + ", blocks_per_sm = " + std::to_string(b); };
+  const std::string ctx = context(bps);
   const auto hp = labkit::random_doubles(std::size_t(n), labkit::gate::seed("xr p " + sz));
   const auto hAp = labkit::random_doubles(std::size_t(n), labkit::gate::seed("xr Ap " + sz));
   const auto hx0 = labkit::random_doubles(std::size_t(n), labkit::gate::seed("xr x " + sz));
@@ -206,6 +221,16 @@ void check_update_xr(int n, int bps) {
     FAIL(ctx << ": rr equals r^T r of the OLD r (" << got.rr[0]
              << "): the sum must use the updated r[i]\n  " << labkit::gate::reproduce_hint());
   labkit::gate::require(v, ctx);
+  for (int b : more_bps) {
+    const int first_bps = bps;
+    bps = b;  // read by once()
+    const Out got_b = once();
+    bps = first_bps;
+    require_reduction_grid(ran, n, b, context(b));
+    labkit::gate::require(labkit::check_close(got_b.x, ex, ox), context(b));
+    labkit::gate::require(labkit::check_close(got_b.r, er, orr), context(b));
+    labkit::gate::require(labkit::check_close(got_b.rr, erq, os), context(b));
+  }
   if (!labkit::gate::repeat_runs()) return;  // a sanitized run leaves the second run out
   const Out again = once();
   labkit::gate::require(labkit::check_same_runs(got.x, again.x, ox), ctx + " (two runs)");
@@ -257,7 +282,11 @@ TEST_CASE("step1.correct", "[lab07][step1][correctness]") {
     const std::string kind = name(k);
     for (int n : kDotSizes) {
       const std::string case_name = kind + ", n = " + std::to_string(n);
-      if (!cap.skips(n, case_name, race_checked(n))) check_dot(k, n, lab07::kDefaultBlocksPerSm);
+      // At the largest size every block of any grid has work, so the grid must be exactly blocks_per_sm x SMs
+      // (require_reduction_grid): the fewest and the most blocks per SM run there too.
+      if (!cap.skips(n, case_name, race_checked(n)))
+        check_dot(k, n, lab07::kDefaultBlocksPerSm,
+                  n == kLargest ? std::vector<int>{1, lab07::kMaxBlocksPerSm} : std::vector<int>{});
     }
     for (int bps : {1, 3, lab07::kMaxBlocksPerSm}) {
       if (bps == 3 && cap.skips_racecheck(kind + ", n = 65537, blocks_per_sm = 3")) continue;
@@ -265,11 +294,6 @@ TEST_CASE("step1.correct", "[lab07][step1][correctness]") {
     }
     if (!cap.skips_racecheck(kind + ", n = " + std::to_string((1 << 20) + 3)))
       check_dot(k, (1 << 20) + 3, lab07::kMaxBlocksPerSm);
-    // The largest size with the fewest and the most blocks per SM: every block has work, so the grid must be
-    // exactly blocks_per_sm x SMs (require_reduction_grid; the default count is checked at this size above).
-    for (int bps : {1, lab07::kMaxBlocksPerSm})
-      if (!cap.skips(kLargest, kind + ", n = " + std::to_string(kLargest) + ", blocks_per_sm = " + std::to_string(bps)))
-        check_dot(k, kLargest, bps);
     labkit::DeviceBuffer<double> v(4), part(lab07::kMaxPartials), res(1);
     CHECK_THROWS_AS(run_dot(k, -1, v.data(), v.data(), part.data(), res.data(), 4), std::invalid_argument);
     CHECK_THROWS_AS(run_dot(k, 4, v.data(), v.data(), part.data(), res.data(), 0), std::invalid_argument);
@@ -285,14 +309,13 @@ TEST_CASE("step2.correct", "[lab07][step2][correctness]") {
     const std::string case_name = "n = " + std::to_string(n) + " (axpy, xpby, update_xr)";
     if (cap.skips(n, case_name, race_checked(n))) continue;
     check_axpy_xpby(n);
-    check_update_xr(n, lab07::kDefaultBlocksPerSm);
+    // The grid must follow blocks_per_sm, as in step 1: the fewest and the most blocks per SM at the largest size.
+    check_update_xr(n, lab07::kDefaultBlocksPerSm,
+                    n == kLargest ? std::vector<int>{1, lab07::kMaxBlocksPerSm} : std::vector<int>{});
   }
   check_update_xr(65537, 1);
   if (!cap.skips_racecheck("update_xr, n = " + std::to_string((1 << 20) + 3)))
     check_update_xr((1 << 20) + 3, lab07::kMaxBlocksPerSm);
-  for (int bps : {1, lab07::kMaxBlocksPerSm})  // the grid must follow blocks_per_sm, as in step 1
-    if (!cap.skips(kLargest, "update_xr, n = " + std::to_string(kLargest) + ", blocks_per_sm = " + std::to_string(bps)))
-      check_update_xr(kLargest, bps);
   labkit::DeviceBuffer<double> v(4);
   CHECK_THROWS_AS(lab07::axpy(-1, 1.0, v.data(), v.data()), std::invalid_argument);
   CHECK_THROWS_AS(lab07::xpby(-1, v.data(), 1.0, v.data()), std::invalid_argument);
