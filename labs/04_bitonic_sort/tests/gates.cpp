@@ -1,6 +1,6 @@
 // Lab 04 correctness gates: every step over n = 0, 1, 2, primes, 2^k - 1, 2^k, 2^k + 1 around every chunk size,
-// up to 2^24, both directions, with random, sorted, reverse-sorted, all-equal, few-distinct, signed-zero and
-// NaN/inf inputs. An output is accepted when it is, bit for bit, a permutation of the input AND in the order of
+// up to 2^24 (steps 3 and 5 once at 2^30 + 1), both directions, with random, sorted, reverse-sorted, all-equal,
+// few-distinct, signed-zero and NaN/inf inputs. An output is accepted when it is, bit for bit, a permutation of the input AND in the order of
 // labkit::float_order_key (NaNs last, -0.0 before +0.0; descending is the mirror image); key-value outputs must
 // also keep each value with its key. Guard bands around every array, a second run compared bit for bit.
 // What the gate files share (the steps, the sort check) is in gate_util.h; the speed gates are in gates_speed.cpp.
@@ -11,6 +11,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -220,6 +221,34 @@ void check_keys_case(Step s, std::size_t n, Pattern p, Order o) {
   require_same_runs(first.data(), d.data(), n, "keys", ctx);
 }
 
+// The top of the API's range (kMaxN = 2^31): 2^30 + 1 keys pad to 2^31, where an int stage bound (`int k = 2; k <=
+// N; k <<= 1`), an int pair index (2 * t) or an int element count overflow, while every size up to 2^24 sorts right
+// with them. Steps 3 and 5 (shared-memory chunks and the fused passes: 1-3 s each on an H100) sort it once,
+// ascending; steps 1, 2 and 4 are not checked there (a global-memory network of 2^31 keys takes ~10 s). It needs
+// about 24 GB of device memory (the keys, the check's copy and its radix sort's buffers); a GPU with less leaves the
+// case out with a line saying so.
+constexpr std::size_t kHuge = (std::size_t(1) << 30) + 1;
+constexpr std::size_t kHugeBytesNeeded = std::size_t(24) << 30;
+
+// One sort at the top of the API's range (kHuge), checked on the GPU only: the host check's diagnosis would need
+// 8 GB of host memory and minutes. No second run (determinism is checked at every other size).
+void check_huge_case(Step s) {
+  const std::string ctx = context(s, kHuge, Pattern::random, Order::ascending);
+  Input in(Pattern::random, kHuge, input_seed(kHuge, Pattern::random, Order::ascending));
+  labkit::GuardedBuffer<float> d(kHuge, "keys");
+  in.write_to(d.data());
+  run_keys_checked(s, d.data(), kHuge, Order::ascending);
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  require_guards(d.check_guards(), ctx);
+  if (!sorted_on_device(d.data(), in, kHuge, Order::ascending))
+    FAIL(ctx << ": the keys are not in ascending order, or not a permutation of the input (checked on the GPU), "
+                "while every size up to 2^24 sorted right: 2^30 + 1 keys pad to 2^31, past every int. Look for an "
+                "int that holds the padded size, a stage or step bound (k <<= 1 from 2^30 overflows), a pair index "
+                "(2 * t) or an element index; size_t or unsigned holds them\n  "
+             << labkit::gate::reproduce_hint());
+  labkit::gate::require(labkit::Verdict{}, ctx);
+}
+
 void check_pairs_case(std::size_t n, Pattern p, Order o) {
   namespace dev = lab04_gates::on_device;
   const std::string ctx = context(Step::pairs, n, p, o);
@@ -340,6 +369,16 @@ void check_keys_step(Step s) {
       one(kLarge, Pattern::random, Order::descending);
     if (s == Step::fused)  // several fused global passes per stage, with padding in the last chunks
       one(kLarge - 3, Pattern::specials, Order::ascending);
+    if ((s == Step::shared || s == Step::fused) && runs(cap, kHuge, Pattern::random, Order::ascending)) {
+      std::size_t free_bytes = 0, total_bytes = 0;
+      LABKIT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+      if (free_bytes >= kHugeBytesNeeded)
+        check_huge_case(s);
+      else
+        std::cout << "  [lab04] left out n = 2^30 + 1 (" << kStepName[int(s)] << "): it needs about "
+                  << (kHugeBytesNeeded >> 30) << " GB of device memory, " << (free_bytes >> 30) << " GB are free"
+                  << std::endl;
+    }
   }
 }
 
