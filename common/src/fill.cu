@@ -1,6 +1,5 @@
 // Device-side fills: seeded random values (bit-identical to the host generator), poison patterns, and the guard
 // bands' pattern with its device-side comparison.
-#include <algorithm>
 #include <cstdint>
 
 #include "labkit/buffer.h"
@@ -116,21 +115,6 @@ void poison_shared_memory() {
   poison_shared_kernel<<<sms, 1024, std::size_t(optin)>>>(unsigned(optin / 4));
   LABKIT_CHECK_LAUNCH();
   LABKIT_CUDA(cudaDeviceSynchronize());
-}
-
-void poison_free_device_memory(std::size_t bytes) {
-  std::size_t free_bytes = 0, total = 0;
-  LABKIT_CUDA(cudaMemGetInfo(&free_bytes, &total));
-  bytes = std::min(bytes, free_bytes / 2);  // never the device's last free memory: the step may need it
-  if (bytes == 0) return;
-  void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) {
-    (void)cudaGetLastError();  // not an error of the step's: the fill is best effort
-    return;
-  }
-  LABKIT_CUDA(cudaMemset(p, 0xFF, bytes));
-  LABKIT_CUDA(cudaDeviceSynchronize());
-  LABKIT_CUDA(cudaFree(p));
 }
 
 void fill_guard_device(void* base, std::size_t begin, std::size_t end, unsigned elem_size, std::uint64_t key) {

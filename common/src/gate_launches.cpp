@@ -141,13 +141,7 @@ std::vector<launches::Kernel> own_kernels_ran(std::string_view step, const std::
     call();
     return {};
   }
-  // Before the recorder starts (the fills are the gate's, not the step's) and finished before the call. Free
-  // device memory once per gate (a few ms), shared memory before every call (microseconds).
-  static std::string memory_poisoned_for;
-  if (report::current_gate() != memory_poisoned_for) {
-    memory_poisoned_for = report::current_gate();
-    poison_free_device_memory();
-  }
+  // Before the recorder starts (the fill is the gate's, not the step's) and finished before the call.
   poison_shared_memory();
   std::unique_ptr<launches::Recorder> recorder = start_recorder(step, Attribution::by_launch_callbacks);
   if (!recorder) {

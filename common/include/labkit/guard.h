@@ -56,13 +56,6 @@ void fill_pattern_device(void* dev, std::size_t count, std::size_t elem_size, st
 // labkit::gate::own_kernels runs it before every correctness call of a step.
 void poison_shared_memory();
 
-// Allocates `bytes` of device memory (less when that much is not free), fills it with 0xFF bytes and frees it, so
-// that the allocations a step makes next are likely to get those pages: a step that reads memory it allocated but
-// never wrote (an accumulator it adds to without clearing, assuming cudaMalloc returns zeros, which CUDA does not
-// promise and a fresh page happens to give) reads NaN or -1 there instead of 0. labkit::gate::own_kernels runs it
-// once per gate, before the gate's first recorded call.
-void poison_free_device_memory(std::size_t bytes = std::size_t(1) << 30);
-
 // ---- the guard pattern ------------------------------------------------------------------------------------
 // key: derived once per buffer from its id; word i: the i-th elem_size-byte word of the allocation (the lower
 // band starts at 0, the array at the band's width, the upper band right after the array), so that the lower
