@@ -246,6 +246,10 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use_scope, "labkit::spmv_double", "the gates' reference answer (lab 07's CPU SpMV)"},
     {SymbolRule::forbid_use_scope, "labkit::norm2_device", "the gates' reference answer on the GPU (lab 05)"},
     {SymbolRule::forbid_use_scope, "labkit::saxpy_scan_device", "the gates' reference answer on the GPU (lab 05)"},
+    // Its kernel, compiled into the binary, uses shared memory: called from a step, it would count as the step's own
+    // kernel with shared memory (the rubric's needs_shared_memory).
+    {SymbolRule::forbid_use_scope, "labkit::poison_shared_memory",
+     "the gates' fill of shared memory before a call, not the student's kernel"},
 
     // Definitions the compilers make for every CUDA file.
     {SymbolRule::allow_generated, "__device_stub__", "nvcc: the host side of a kernel launch"},
