@@ -114,6 +114,42 @@ TEST_CASE("on a GPU machine a multi-GPU gate skipped for want of GPUs is no fail
   CHECK_FALSE(checks[3].ok);  // a GPU machine where CUDA saw none: that is a failure
 }
 
+TEST_CASE("a fixture's expected diagnosis is asked of the gates that ran, not of one skipped for want of GPUs",
+          "[fixtures]") {
+  // lab08_stall_short_runs on a one-GPU worker: its step3.speed may fail (with the message) or skip (without it).
+  test::TempDir dir("skipmsg");
+  Fixture f;
+  f.name = "planted-stall";
+  f.lab = "08";
+  f.expect["step3.speed"] = {Status::failed, Status::skipped};
+  f.expect_message["step3.speed"] = "allowed for its fixed cost";
+  auto result = [&](Status st, const std::string& message) {
+    SubmissionResult r;
+    r.student = f.name;
+    LabResult lab;
+    lab.lab = "08";
+    lab.name = "08_multi_gpu_cg";
+    GateResult g;
+    g.id = "step3.speed";
+    g.kind = "speed";
+    g.status = st;
+    g.message = message;
+    lab.gates = {g};
+    r.labs.push_back(lab);
+    write_file_atomic(dir.path / f.name / "result.json", to_json(r).dump());
+    return check_fixtures(dir.path, {f}, true, {});
+  };
+  auto skipped = result(Status::skipped, "this gate needs 2 GPUs and the lab sees 1 here, so it was not run");
+  REQUIRE(skipped.size() == 1);
+  CHECK(skipped[0].ok);
+  auto failed_elsewhere = result(Status::failed, "ratio 0.5 < 0.7");
+  REQUIRE(failed_elsewhere.size() == 1);
+  CHECK_FALSE(failed_elsewhere[0].ok);  // it ran and failed, but not for the reason the fixture plants
+  auto failed_so = result(Status::failed, "ratio 0.5 after what was allowed for its fixed cost");
+  REQUIRE(failed_so.size() == 1);
+  CHECK(failed_so[0].ok);
+}
+
 TEST_CASE("only the recipe's student files are taken - never through a symbolic link", "[fixtures][batch]") {
   test::TempDir dir("copy");
   Recipe r;
