@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -17,6 +18,7 @@
 #include <pthread.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -337,6 +339,19 @@ CATCH_TRANSLATE_EXCEPTION(const labkit::NotImplemented& e) {
 CATCH_TRANSLATE_EXCEPTION(const labkit::CudaError& e) {
   if (e.sticky()) g_state.context_lost = true;
   return e.what();
+}
+
+// std::bad_alloc alone says nothing of why: a host allocation failed, most often under the grader's bound on a gate
+// binary's host memory (RLIMIT_DATA: `labgrade batch --memory-gib`, 16 GiB by default), which a step that copies a
+// large device array to the host meets first (lab 05's past-2^32 case needs 34 GB for x and y).
+CATCH_TRANSLATE_EXCEPTION(const std::bad_alloc& e) {
+  std::string m = std::string(e.what()) + ": a host allocation failed";
+  rlimit data{};
+  if (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY)
+    m += " (this process may use " + std::to_string((data.rlim_cur + (rlim_t(1) << 29)) >> 30) +
+         " GiB of host memory: labgrade batch --memory-gib)";
+  return m + ". A step's work belongs on the GPU: look for host copies of large device arrays or host vectors the "
+             "size of the input";
 }
 
 // Under an MPI launcher every process of the job runs this binary; only world rank 0 writes the result channel.
