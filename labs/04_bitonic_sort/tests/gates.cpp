@@ -26,6 +26,7 @@
 #include "labkit/random.h"
 #include "labkit/ref_sort.h"
 #include "labkit/reference.h"  // parallel_for
+#include "labkit/report.h"
 
 using namespace lab04_gates;
 
@@ -224,11 +225,14 @@ void check_keys_case(Step s, std::size_t n, Pattern p, Order o) {
 // The top of the API's range (kMaxN = 2^31): 2^30 + 1 keys pad to 2^31, where an int stage bound (`int k = 2; k <=
 // N; k <<= 1`), an int pair index (2 * t) or an int element count overflow, while every size up to 2^24 sorts right
 // with them. Steps 3 and 5 (shared-memory chunks and the fused passes: 1-3 s each on an H100) sort it once,
-// ascending; steps 1, 2 and 4 are not checked there (a global-memory network of 2^31 keys takes ~10 s). It needs
-// about 24 GB of device memory (the keys, the check's copy and its radix sort's buffers); a GPU with less leaves the
-// case out with a line saying so.
+// ascending; steps 1, 2 and 4 are not checked there (a global-memory network of 2^31 keys takes ~10 s). It uses
+// about 24 GB of device memory (the keys, the check's copy and its radix sort's buffers, which the check's cache keeps
+// until the process ends), against the 12 GiB per lab the grader plans with when it runs several labs on one GPU: it
+// runs only where 40 GB are free (an 80 GB GPU beside the other labs, which use a few GB each), so that it never
+// takes the memory a neighbour's gates need. Elsewhere the case is left out, with a console line and the metric
+// `huge_case_left_out` in the gate's results.
 constexpr std::size_t kHuge = (std::size_t(1) << 30) + 1;
-constexpr std::size_t kHugeBytesNeeded = std::size_t(24) << 30;
+constexpr std::size_t kHugeFreeBytesNeeded = std::size_t(40) << 30;
 
 // One sort at the top of the API's range (kHuge), checked on the GPU only: the host check's diagnosis would need
 // 8 GB of host memory and minutes. No second run (determinism is checked at every other size).
@@ -372,12 +376,14 @@ void check_keys_step(Step s) {
     if ((s == Step::shared || s == Step::fused) && runs(cap, kHuge, Pattern::random, Order::ascending)) {
       std::size_t free_bytes = 0, total_bytes = 0;
       LABKIT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
-      if (free_bytes >= kHugeBytesNeeded)
+      if (free_bytes >= kHugeFreeBytesNeeded) {
         check_huge_case(s);
-      else
-        std::cout << "  [lab04] left out n = 2^30 + 1 (" << kStepName[int(s)] << "): it needs about "
-                  << (kHugeBytesNeeded >> 30) << " GB of device memory, " << (free_bytes >> 30) << " GB are free"
-                  << std::endl;
+      } else {
+        std::cout << "  [lab04] left out n = 2^30 + 1 (" << kStepName[int(s)] << "): it runs where "
+                  << (kHugeFreeBytesNeeded >> 30) << " GB of device memory are free, " << (free_bytes >> 30)
+                  << " GB are" << std::endl;
+        labkit::report::metric("huge_case_left_out", 1, "cases");
+      }
     }
   }
 }
