@@ -343,9 +343,15 @@ CATCH_TRANSLATE_EXCEPTION(const labkit::CudaError& e) {
 
 // std::bad_alloc alone says nothing of why: a host allocation failed, most often under the grader's bound on a gate
 // binary's host memory (RLIMIT_DATA: `labgrade batch --memory-gib`, 16 GiB by default), which a step that copies a
-// large device array to the host meets first (lab 05's past-2^32 case needs 34 GB for x and y).
+// large device array to the host meets first (lab 05's past-2^32 case needs 34 GB for x and y). Thrust reports a
+// failed cudaMalloc (a device_vector, an algorithm's temporary storage) with its own bad_alloc, derived from
+// std::bad_alloc, whose what() carries the CUDA error after "std::bad_alloc: ": device memory, not host memory.
 CATCH_TRANSLATE_EXCEPTION(const std::bad_alloc& e) {
-  std::string m = std::string(e.what()) + ": a host allocation failed";
+  const std::string what = e.what();
+  if (what != "std::bad_alloc")
+    return what + ": an allocation failed; a CUDA error named here means device memory ran out (Thrust's "
+                  "device_vector or an algorithm's temporary storage)";
+  std::string m = what + ": a host allocation failed, the step's or the gate's";
   rlimit data{};
   if (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY)
     m += " (this process may use " + std::to_string((data.rlim_cur + (rlim_t(1) << 29)) >> 30) +
