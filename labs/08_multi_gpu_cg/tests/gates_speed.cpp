@@ -96,9 +96,11 @@ void speed_gate(Scheme s) {
   int iters = kItersShort;
   // A right-hand side drawn afresh per call from the gate's secret (on every core, a few ms): nothing can be
   // replayed. Not a rescaled copy of one b: CG's iterates scale with b, so a step could keep x for one b and return
-  // it rescaled.
+  // it rescaled. The run length is in the seed: the long run's call k must not get the short run's b, whose state
+  // after 10 iterations a solver could keep and resume from.
   auto refresh = [&](int k) {
-    labkit::fill_random(b, labkit::gate::seed("speed b, call " + std::to_string(k)));
+    labkit::fill_random(b, labkit::gate::seed("speed b, " + std::to_string(iters) + " iterations, call " +
+                                              std::to_string(k)));
     base.set_b(b);
   };
   auto verify = [&] {
