@@ -2,7 +2,8 @@
 // up to 2^24 (steps 3 and 5 once at 2^30 + 1), both directions, with random, sorted, reverse-sorted, all-equal,
 // few-distinct, signed-zero and NaN/inf inputs. An output is accepted when it is, bit for bit, a permutation of the
 // input AND in the order of labkit::float_order_key (NaNs last, -0.0 before +0.0; descending is the mirror image);
-// key-value outputs must also keep each value with its key. Guard bands around every array, a second run compared bit for bit.
+// key-value outputs must also keep each value with its key. Guard bands around every array, a second run compared
+// bit for bit.
 // What the gate files share (the steps, the sort check) is in gate_util.h; the speed gates are in gates_speed.cpp.
 // From 2^17 keys the checks run on the GPU first (device_check.h) and the host check only diagnoses a failure.
 #include <catch2/catch_test_macros.hpp>

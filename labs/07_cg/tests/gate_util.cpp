@@ -1,5 +1,6 @@
 // Lab 07 gates: the shared helpers of gate_util.h that are too long to live in the header.
 #include "gate_util.h"
+#include "labkit/device.h"
 
 namespace lab07_gates {
 
@@ -90,12 +91,7 @@ labkit::Csr neumann2d(int nx, int ny) {
 
 namespace {
 int sm_count() {  // of the device the gates run on (one per gate process)
-  static const int sms = [] {
-    int dev = 0, v = 0;
-    LABKIT_CUDA(cudaGetDevice(&dev));
-    LABKIT_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
+  static const int sms = labkit::device_info().sm_count;
   return sms;
 }
 }  // namespace
@@ -117,7 +113,8 @@ std::string reduction_grid_problem(const std::vector<labkit::launches::Kernel>& 
   }
   std::ostringstream os;
   os << "no kernel ran the grid blocks_per_sm asks for: G = " << bps << " x " << sm_count() << " SMs = " << G
-     << " blocks (at most " << lab07::kMaxPartials << "), where n = " << n << " gives every block work; the call ran (blocks x threads) " << grids.str()
+     << " blocks (at most " << lab07::kMaxPartials << "), where n = " << n
+     << " gives every block work; the call ran (blocks x threads) " << grids.str()
      << ". The first pass is a fixed grid of blocks_per_sm x SMs blocks with a grid-stride loop: step 5 times "
         "the counts against each other, which means nothing when the grid ignores them";
   return os.str();

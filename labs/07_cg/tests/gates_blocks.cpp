@@ -38,17 +38,17 @@ void check_dot(DotKind kind, int n, int bps, const std::vector<int>& more_bps = 
   const auto hy = labkit::random_doubles(std::size_t(n), labkit::gate::seed("dot y " + std::to_string(n)));
   auto x = guarded(hx, "x"), y = guarded(hy, "y");
   labkit::GuardedBuffer<double> partials(lab07::kMaxPartials, "partials"), result(1, "result");
-  std::vector<labkit::launches::Kernel> ran;
-  auto once = [&] {
+  std::vector<labkit::launches::Kernel> ran;  // the kernels of the last call
+  auto once = [&](int blocks_per_sm) {
     partials.poison();
     result.poison();
     // Only the step's own kernels may run (labkit/launches.h); the cuSPARSE/cuBLAS baselines run outside.
     ran = labkit::gate::own_kernels_ran(
-        name(kind), [&] { run_dot(kind, n, x.data(), y.data(), partials.data(), result.data(), bps); });
+        name(kind), [&] { run_dot(kind, n, x.data(), y.data(), partials.data(), result.data(), blocks_per_sm); });
     sync();
     return result.download();
   };
-  const auto got = once();
+  const auto got = once(bps);
   require_reduction_grid(ran, n, bps, ctx);
   require_guards(partials, ctx);
   require_guards(result, ctx);
@@ -67,15 +67,12 @@ void check_dot(DotKind kind, int n, int bps, const std::vector<int>& more_bps = 
   opt.tolerance = rel_tolerance(2.0 * (n + 1) * kU * mag, expected);
   labkit::gate::require(labkit::check_close(got, expected, opt), ctx);
   if (labkit::gate::repeat_runs())  // a sanitized run leaves the second run out
-    labkit::gate::require(labkit::check_same_runs(got, once(), opt), ctx + " (two runs)");
-  const int first_bps = bps;
+    labkit::gate::require(labkit::check_same_runs(got, once(bps), opt), ctx + " (two runs)");
   for (int b : more_bps) {
-    bps = b;  // read by once()
-    const auto got_b = once();
+    const auto got_b = once(b);
     require_reduction_grid(ran, n, b, context(b));
     labkit::gate::require(labkit::check_close(got_b, expected, opt), context(b));
   }
-  bps = first_bps;
 
   // All ones: every partial sum is an integer below 2^53, exact in any order, so the answer is exactly n. This
   // catches a skipped or repeated element even where the random products happen to be tiny.
@@ -83,7 +80,7 @@ void check_dot(DotKind kind, int n, int bps, const std::vector<int>& more_bps = 
     const std::vector<double> ones(std::size_t(n), 1.0);
     x.upload(ones);
     y.upload(ones);
-    const auto got1 = once();
+    const auto got1 = once(bps);
     labkit::CheckOptions o1;
     o1.name = "sum of n ones";
     labkit::gate::require(labkit::check_equal(got1, std::vector<double>{double(n)}, o1), ctx + ", x = y = 1");
@@ -169,19 +166,19 @@ void check_update_xr(int n, int bps, const std::vector<int>& more_bps = {}) {
   struct Out {
     std::vector<double> x, r, rr;
   };
-  std::vector<labkit::launches::Kernel> ran;
-  auto once = [&] {
+  std::vector<labkit::launches::Kernel> ran;  // the kernels of the last call
+  auto once = [&](int blocks_per_sm) {
     x.upload(hx0);
     r.upload(hr0);
     partials.poison();
     rr.poison();
     ran = labkit::gate::own_kernels_ran("step 2 (update_xr)", [&] {
-      lab07::update_xr(n, alpha, p.data(), Ap.data(), x.data(), r.data(), partials.data(), rr.data(), bps);
+      lab07::update_xr(n, alpha, p.data(), Ap.data(), x.data(), r.data(), partials.data(), rr.data(), blocks_per_sm);
     });
     sync();
     return Out{x.download(), r.download(), rr.download()};
   };
-  const Out got = once();
+  const Out got = once(bps);
   require_reduction_grid(ran, n, bps, ctx);
   for (const auto* b : {&x, &r, &partials, &rr}) require_guards(*b, ctx);
   require_unmodified(p, hp, ctx);
@@ -222,17 +219,14 @@ void check_update_xr(int n, int bps, const std::vector<int>& more_bps = {}) {
              << "): the sum must use the updated r[i]\n  " << labkit::gate::reproduce_hint());
   labkit::gate::require(v, ctx);
   for (int b : more_bps) {
-    const int first_bps = bps;
-    bps = b;  // read by once()
-    const Out got_b = once();
-    bps = first_bps;
+    const Out got_b = once(b);
     require_reduction_grid(ran, n, b, context(b));
     labkit::gate::require(labkit::check_close(got_b.x, ex, ox), context(b));
     labkit::gate::require(labkit::check_close(got_b.r, er, orr), context(b));
     labkit::gate::require(labkit::check_close(got_b.rr, erq, os), context(b));
   }
   if (!labkit::gate::repeat_runs()) return;  // a sanitized run leaves the second run out
-  const Out again = once();
+  const Out again = once(bps);
   labkit::gate::require(labkit::check_same_runs(got.x, again.x, ox), ctx + " (two runs)");
   labkit::gate::require(labkit::check_same_runs(got.r, again.r, orr), ctx + " (two runs)");
   labkit::gate::require(labkit::check_same_runs(got.rr, again.rr, os), ctx + " (two runs)");
