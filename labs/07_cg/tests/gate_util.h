@@ -29,6 +29,7 @@
 #include "labkit/mmio.h"
 #include "labkit/random.h"
 #include "labkit/reference.h"
+#include "labkit/relabel.h"
 #include "labkit/report.h"
 #include "labkit/sparse.h"
 

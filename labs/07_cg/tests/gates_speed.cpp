@@ -138,23 +138,27 @@ void check_solver_at_size(Solver s, const DevCsr& A, const labkit::DeviceBuffer<
 }
 
 // The TimedCase of a solver timed over runs of `iters` iterations from x0 = 0: a fresh b before every call (the
-// baseline's b too, so both do the same work), x poisoned; afterwards the x of the candidate's last call against
-// the trusted CG on that call's b. Two CG implementations differ only in rounding (other summation orders perturb
+// baseline's b too, so both do the same work) and the matrix relabelled afresh, P A P^T (values carried: an SPD
+// matrix still; the SpMV speed gate says why and how), x poisoned; afterwards the x of the candidate's last call
+// against the trusted CG on that call's b. Two CG implementations differ only in rounding (other summation orders perturb
 // alpha and beta by ~1e-16 relative); over 112 iterations that stays far below 1e-6 of ||x||_inf (5 iterations are
 // held to 1e-8 above), while an x for another b, or after another number of iterations, is off by O(1).
-labkit::TimedCase solver_case(Solver s, const DevCsr& A, labkit::DeviceBuffer<double>& b,
+labkit::TimedCase solver_case(Solver s, DevCsr& A, labkit::DeviceRelabel& relabel, labkit::DeviceBuffer<double>& b,
                               labkit::GuardedBuffer<double>& x, LastCandidateCall& last, int iters) {
   labkit::TimedCase tc;
   const int n = A.host.rows;
   // Pointers, not references, in the captures: the case outlives this call (the objects live in the gate).
-  const DevCsr* pA = &A;
+  DevCsr* pA = &A;
+  labkit::DeviceRelabel* pr = &relabel;
   labkit::DeviceBuffer<double>* pb = &b;
   labkit::GuardedBuffer<double>* px = &x;
   LastCandidateCall* pl = &last;
   // A seed of its own per run length: the short and the long runs never share a b.
   const std::string label = "b, " + std::to_string(iters) + " iterations";
+  const std::string labels = "A's labels, " + std::to_string(iters) + " iterations";
   tc.refresh = [=](int rep) {
     labkit::fill_random_device(pb->data(), std::size_t(n), speed_seed(label, rep));
+    pr->draw(speed_seed(labels, rep), pA->row_ptr.data(), pA->col_idx.data(), pA->values.data());
     px->poison();
     sync();
     pl->inputs_now(rep);
@@ -162,7 +166,8 @@ labkit::TimedCase solver_case(Solver s, const DevCsr& A, labkit::DeviceBuffer<do
   tc.verify = [=] {
     const std::string ctx = std::string(name(s)) + " at the timed size, the x of " + labkit::verified_call() + " (" +
                             std::to_string(iters) + " iterations from a fresh b)";
-    pl->rep(ctx);  // b still holds that call's contents
+    // b still holds that call's contents; the matrix is drawn again (the step could have written its buffers).
+    pr->draw(speed_seed(labels, pl->rep(ctx)), pA->row_ptr.data(), pA->col_idx.data(), pA->values.data());
     require_solver_matches(*pA, pb->data(), *px, iters, 1e-6, ctx);
   };
   // Every call recorded: both solvers run a few kernels an iteration, so the recorder's cost per kernel falls on
@@ -326,28 +331,41 @@ TEST_CASE("step2.speed", "[lab07][step2][speed]") {
 
 TEST_CASE("step3.speed", "[lab07][step3][speed]") {
   LABKIT_REQUIRE_GPU();
-  // The Poisson matrix's pattern with values drawn afresh per call (as x is): its own values (4 and -1) would let a
-  // step recognise the stencil once and read neither col_idx nor the values in later calls. The pattern stays (a step
-  // that confirmed it once could skip col_idx: the instructor guide's threats table).
+  // The Poisson matrix relabelled per call, B = P A P^T for a permutation drawn from the call's seed, with B's
+  // values drawn afresh (as x is): a step that analysed the pattern once (a converted format kept, keyed on pointers
+  // or sampled entries) or recognised the stencil's 4 and -1 meets a matrix it has not seen in every call. Each
+  // unknown moves only within its window of 32 (labkit::DeviceRelabel), so x's gathers keep the cache lines, and
+  // both sides the memory traffic, of the grid's own order.
   DevCsr A(&big_poisson());
+  labkit::DeviceRelabel relabel(A.host);
   const int n = A.host.rows;
   const std::size_t nnz = A.host.values.size();
   labkit::DeviceBuffer<double> x(static_cast<std::size_t>(n)), yb(static_cast<std::size_t>(n));
   labkit::GuardedBuffer<double> y(std::size_t(n), "y");
   auto require_spmv = [&](int rep, const std::string& ctx) {
     require_guards(y, ctx);
+    // The call's matrix drawn again into the gate's own buffers (the step's could have been written since).
+    labkit::Csr B;
+    B.rows = B.cols = n;
+    {
+      labkit::DeviceBuffer<int> row_ptr(std::size_t(n) + 1), col_idx(nnz);
+      relabel.draw(speed_seed("A pattern", rep), row_ptr.data(), col_idx.data(), nullptr);
+      B.row_ptr = row_ptr.download();
+      B.col_idx = col_idx.download();
+    }
+    B.values = labkit::random_doubles(nnz, speed_seed("A values", rep));
     const auto hx = labkit::random_doubles(std::size_t(n), speed_seed("x", rep));
-    const auto hv = labkit::random_doubles(nnz, speed_seed("A values", rep));
-    const auto expected = spmv_ref_parallel(A.host, hx, &hv);
+    const auto expected = spmv_ref_parallel(B, hx);
     labkit::CheckOptions o;
     o.name = "y";
-    o.tolerance = rel_tolerance(spmv_abs_bound(A.host, hx, &hv), expected);
+    o.tolerance = rel_tolerance(spmv_abs_bound(B, hx), expected);
     labkit::gate::require(labkit::check_close(y.download(), expected, o), ctx);
   };
   LastCandidateCall last;
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
     labkit::fill_random_device(x.data(), std::size_t(n), speed_seed("x", rep));
+    relabel.draw(speed_seed("A pattern", rep), A.row_ptr.data(), A.col_idx.data(), nullptr);
     labkit::fill_random_device(A.values.data(), nnz, speed_seed("A values", rep));
     y.poison();
     sync();
@@ -355,7 +373,7 @@ TEST_CASE("step3.speed", "[lab07][step3][speed]") {
   };
   tc.verify = [&] {
     const std::string ctx =
-        "step 3a at the timed size, the y of " + labkit::verified_call() + " (fresh x and matrix values)";
+        "step 3a at the timed size, the y of " + labkit::verified_call() + " (fresh x, matrix values and labels)";
     require_spmv(last.rep(ctx), ctx);
   };
   labkit::gate::record_timed_calls(tc, "step 3a (spmv_thread_per_row)", speed_options(),
@@ -373,7 +391,8 @@ TEST_CASE("step3.speed", "[lab07][step3][speed]") {
 
 TEST_CASE("step4.speed", "[lab07][step4][speed]") {
   LABKIT_REQUIRE_GPU();
-  const DevCsr A(&big_poisson());
+  DevCsr A(&big_poisson());
+  labkit::DeviceRelabel relabel(A.host);
   const int n = A.host.rows;
   labkit::DeviceBuffer<double> b(static_cast<std::size_t>(n));
   labkit::GuardedBuffer<double> x(std::size_t(n), "x");
@@ -410,14 +429,15 @@ TEST_CASE("step4.speed", "[lab07][step4][speed]") {
     last.called();
   };
   const auto cmp = per_iteration(baseline, candidate,
-                                 [&](int iters) { return solver_case(Solver::loop, A, b, x, last, iters); });
+                                 [&](int iters) { return solver_case(Solver::loop, A, relabel, b, x, last, iters); });
   labkit::gate::require_speedup(cmp, "the bytes-moved floor at memcpy bandwidth (cudaMemcpy of those bytes)",
                                 "step 4 (one CG iteration)", bytes / 1e9, "GB");
 }
 
 TEST_CASE("step6.speed", "[lab07][step6][speed]") {
   LABKIT_REQUIRE_GPU();
-  const DevCsr A(&big_poisson());
+  DevCsr A(&big_poisson());
+  labkit::DeviceRelabel relabel(A.host);
   const int n = A.host.rows;
   labkit::DeviceBuffer<double> b(static_cast<std::size_t>(n)), xb(static_cast<std::size_t>(n));
   labkit::GuardedBuffer<double> x(std::size_t(n), "x");
@@ -435,7 +455,7 @@ TEST_CASE("step6.speed", "[lab07][step6][speed]") {
     lab07_baseline::cusparse_cublas_cg(cublas(), cusparse(), A.view(), b.data(), xb.data(), 0.0, iters);
   };
   const auto cmp = per_iteration(baseline, candidate,
-                                 [&](int iters) { return solver_case(Solver::graph, A, b, x, last, iters); });
+                                 [&](int iters) { return solver_case(Solver::graph, A, relabel, b, x, last, iters); });
   const double bytes = iteration_floor_bytes(A.host);
   const double bw = labkit::memcpy_bandwidth_gbs();
   labkit::report::metric("floor_fraction", bytes / (bw * 1e9) * 1e3 / cmp.candidate.median_ms, "x");
