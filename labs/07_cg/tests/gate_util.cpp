@@ -48,7 +48,9 @@ std::vector<double> spmv_ref_parallel(const labkit::Csr& A, const std::vector<do
 }
 
 // A rectangular matrix with empty rows (their y must still be written: 0) and one row longer than 32 warps.
-labkit::Csr irregular_matrix(std::uint64_t seed) {
+// Transposed: 2500 x 100, more rows than columns (a grid sized from cols instead of rows leaves rows unwritten),
+// most rows with one or two entries and many empty.
+labkit::Csr irregular_matrix(std::uint64_t seed, bool transposed) {
   const int rows = 100, cols = 2500;
   std::vector<int> ri, ci;
   std::vector<double> v;
@@ -62,7 +64,7 @@ labkit::Csr irregular_matrix(std::uint64_t seed) {
       v.push_back(labkit::uniform_double(seed, k++, -1, 1));
     }
   }
-  return labkit::from_triplets(rows, cols, ri, ci, v);
+  return transposed ? labkit::from_triplets(cols, rows, ci, ri, v) : labkit::from_triplets(rows, cols, ri, ci, v);
 }
 
 

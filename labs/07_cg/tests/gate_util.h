@@ -140,7 +140,7 @@ double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x, const 
 std::vector<double> spmv_ref_parallel(const labkit::Csr& A, const std::vector<double>& x,
                                       const std::vector<double>* values = nullptr);
 // A rectangular matrix with empty rows and one row longer than 32 warps (step 3, and the solvers' argument checks).
-labkit::Csr irregular_matrix(std::uint64_t seed);
+labkit::Csr irregular_matrix(std::uint64_t seed, bool transposed = false);
 // ||b - A x|| / ||b|| in long double on the CPU.
 double rel_true_residual(const labkit::Csr& A, const std::vector<double>& b, const std::vector<double>& x);
 // The pure Neumann Laplacian (singular, positive semi-definite).

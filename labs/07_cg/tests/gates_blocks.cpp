@@ -326,6 +326,8 @@ TEST_CASE("step3.correct", "[lab07][step3][correctness]") {
   ms.emplace_back("random SPD n = 1000, 9 per row", labkit::random_spd(1000, 9, labkit::gate::seed("spmv A1")));
   ms.emplace_back("random SPD n = 2000, 65 per row", labkit::random_spd(2000, 65, labkit::gate::seed("spmv A2")));
   ms.emplace_back("100 x 2500 with empty rows and a 2500-entry row", irregular_matrix(labkit::gate::seed("spmv A3")));
+  ms.emplace_back("2500 x 100 (its transpose: more rows than columns), many rows empty",
+                  irregular_matrix(labkit::gate::seed("spmv A3"), true));
   for (SpmvKind k : {SpmvKind::thread, SpmvKind::warp}) {
     for (const auto& [label, A] : ms) check_spmv(k, DevCsr(A), label);
     // No rows: nothing to do, and nothing may be launched with a grid of 0 blocks.

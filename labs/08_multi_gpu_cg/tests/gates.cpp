@@ -238,6 +238,19 @@ void check_fixed_iterations(Scheme s, const lab08::Team& team, const labkit::Csr
   o.name = "x after " + std::to_string(iters) + " iterations";
   o.tolerance = 1e-9;
   labkit::gate::require(labkit::check_close(x, ref.x, o), ctx + " (compared with the CPU CG's iterate)");
+  // The same solver object again, with another b: a solve must start from its own b and x = 0 whatever the last
+  // one left in the solver's buffers (a stop flag, an iteration count, x or r kept on the device).
+  const auto b2 = labkit::random_doubles(std::size_t(A.rows), labkit::gate::seed("b fixed, second solve " + label));
+  const auto ref2 = labkit::cg_ref(A, b2, 0.0, iters);
+  std::vector<double> x2;
+  const auto res2 = recorded(name(s), team, [&] { return solver->solve(b2, x2, opt); });
+  if (res2.status != labkit::CgStatus::max_iterations || res2.iterations != iters)
+    fail_at(ctx + ", a second solve on the same solver object",
+            "expected status max_iterations after exactly " + std::to_string(iters) +
+                " iterations; got: " + res2.message + " (state left over from the first solve?)");
+  labkit::gate::require(labkit::check_close(x2, ref2.x, o),
+                        ctx + ", a second solve on the same solver object with another b (compared with the CPU CG's "
+                              "iterate: every solve starts from its own b and x = 0)");
 }
 
 void check_failures(Scheme s, const lab08::Team& team) {
@@ -254,6 +267,23 @@ void check_failures(Scheme s, const lab08::Team& team) {
         recorded(name(s), team, [&] { return solver->solve(std::vector<double>(std::size_t(A.rows), 1.0), x, opt); });
     if (res.status != labkit::CgStatus::not_spd) fail_at(ctx + ", -Poisson", "expected not_spd; got: " + res.message);
     if (x.size() != std::size_t(A.rows) || !all_finite(x)) fail_at(ctx + ", -Poisson", "x is not finite");
+  }
+  // b's entries near 2^600: r^T r overflows to Inf at once (labkit::cg_ref: breakdown after 0 iterations, x = 0).
+  // Any status but converged passes, with x finite: Inf <= tol^2 Inf is no convergence, and Inf / Inf no alpha.
+  {
+    const auto A = labkit::poisson2d(13, 11);
+    auto b = labkit::random_doubles(std::size_t(A.rows), labkit::gate::seed("b overflow"));
+    for (double& v : b) v = std::ldexp(v, 600);
+    auto solver = recorded(name(s), team, [&] { return make(s, team, A); });
+    lab08::CgOptions opt;
+    opt.max_iter = 200;
+    std::vector<double> x;
+    const auto res = recorded(name(s), team, [&] { return solver->solve(b, x, opt); });
+    if (res.converged())
+      fail_at(ctx + ", b scaled by 2^600",
+              "r^T r overflows to Inf in double, yet the solver reports convergence: stop with breakdown when a "
+              "reduction is not finite (lab 07's step 4); the solver said: " + res.message);
+    if (x.size() != std::size_t(A.rows) || !all_finite(x)) fail_at(ctx + ", b scaled by 2^600", "x is not finite");
   }
   // b = 0: x = 0 at once.
   {
