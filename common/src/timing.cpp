@@ -236,9 +236,19 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   // 0.19 ms on the default stream, on an H200). Both sides pay the first launch's latency inside the interval alike.
   // The previous call ended with a device-wide synchronization (the escaped-work wait). A recorded call's drop()
   // (which waits for the device itself, so the refresh's kernels are dropped) and check() come outside the interval.
+  long long kept_bytes = 0;
+  int kept_calls = 0, kept_measured = 0;
+  const auto free_device_bytes = [] {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    LABKIT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return static_cast<long long>(free_bytes);
+  };
   auto timed = [&](const std::function<void(int)>& fn, double* escaped, bool recorded_once = false) {
     const int k = call++;
     const bool is_candidate = &fn == &candidate;
+    // The candidate's counted calls (those that report their escaped work): the device memory each one kept,
+    // measured outside the interval, after the scrub's synchronization and after the escaped-work wait.
+    const bool measure_memory = is_candidate && escaped;
     const auto wall0 = std::chrono::steady_clock::now();
     tc.refresh(k);
     const std::unique_ptr<CallRecorder> once = recorded_once ? tc.record() : nullptr;
@@ -246,6 +256,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     if (recorder) recorder->drop();
     evict_l2();
     synchronize_devices_in_use();
+    const long long free_before = measure_memory ? free_device_bytes() : 0;
     timer.start();
     fn(k);
     timer.stop();
@@ -253,6 +264,12 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     const double ms = timer.elapsed_ms();
     const double wait = wait_after_stop_ms(timer);
     if (escaped) *escaped = wait;
+    if (measure_memory) {
+      const long long kept = free_before - free_device_bytes();
+      kept_bytes += kept;
+      kept_calls += kept > 0;
+      ++kept_measured;
+    }
     if (recorder) recorder->check();
     trace_call(!is_candidate ? "baseline" : recorded_once ? "candidate (recorded)" : "candidate", k, ms, wait,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count());
@@ -322,6 +339,9 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   // The faster one: a host thread descheduled during one recorded call's launch (a busy machine) does not count.
   if (!recorded.empty()) c.recorded_ms = *std::min_element(recorded.begin(), recorded.end());
   c.stall_rounds = stall_rounds;
+  c.kept_bytes = kept_bytes;
+  c.kept_calls = kept_calls;
+  c.kept_measured = kept_measured;
   return c;
 }
 
@@ -356,7 +376,14 @@ SpeedComparison per_unit_difference(const SpeedComparison& shorter, const SpeedC
   c.escaped_ms = std::max(shorter.escaped_ms, longer.escaped_ms);
   c.stall_rounds = shorter.stall_rounds + longer.stall_rounds;
   c.stalled = shorter.stalled || longer.stalled;
+  c.kept_bytes = shorter.kept_bytes + longer.kept_bytes;
+  c.kept_calls = shorter.kept_calls + longer.kept_calls;
+  c.kept_measured = shorter.kept_measured + longer.kept_measured;
   return c;
+}
+
+bool keeps_device_memory(const SpeedComparison& cmp) {
+  return cmp.kept_measured >= 3 && 2 * cmp.kept_calls > cmp.kept_measured && cmp.kept_bytes >= kKeptBytesLimit;
 }
 
 SpeedComparison limit_fixed_cost(SpeedComparison c, const SpeedComparison& longer, double longer_units,

@@ -188,6 +188,42 @@ TEST_CASE("speed_problem: escaped work, then the ceiling, then the threshold", "
                                "timer does not see"));
 }
 
+TEST_CASE("keeps_device_memory: memory kept in most calls, 16 MiB or more in all", "[cpu][timing]") {
+  using labkit::gate::speed_problem;
+  labkit::SpeedComparison c;
+  c.ratio = 1.2;
+  c.kept_measured = 10;
+  c.kept_calls = 10;
+  c.kept_bytes = 10ll * (240ll << 20);  // lab 07's r, p and Ap (3 x 80 MB) allocated per call and never freed
+  CHECK(labkit::keeps_device_memory(c));
+  CHECK_THAT(speed_problem(c, 1.0, 1.5, "memcpy", "step 4"), ContainsSubstring("kept device memory call after call"));
+  CHECK_THAT(speed_problem(c, 1.0, 1.5, "memcpy", "step 4"), ContainsSubstring("2400.0 MiB in all (about 240.0"));
+  c.kept_calls = 5;  // half the calls: one allocation kept for good and noise do not make a majority
+  CHECK_FALSE(labkit::keeps_device_memory(c));
+  c.kept_calls = 1;  // a cache or a workspace made once (one call), however large
+  c.kept_bytes = 8ll << 30;
+  CHECK_FALSE(labkit::keeps_device_memory(c));
+  CHECK(speed_problem(c, 1.0, 1.5, "memcpy", "step 4") == "");
+  c.kept_calls = 9;  // a few KiB a call: under the limit in all
+  c.kept_bytes = 9 * 4096;
+  CHECK_FALSE(labkit::keeps_device_memory(c));
+  c.kept_measured = c.kept_calls = 2;  // too few calls to tell
+  c.kept_bytes = 1ll << 30;
+  CHECK_FALSE(labkit::keeps_device_memory(c));
+  // per_unit_difference adds the two runs' counts
+  labkit::SpeedComparison s, l;
+  s.kept_measured = l.kept_measured = 3;
+  s.kept_calls = 1;
+  l.kept_calls = 3;
+  s.kept_bytes = 20ll << 20;
+  l.kept_bytes = 60ll << 20;
+  const auto d = labkit::per_unit_difference(s, l, 96);
+  CHECK(d.kept_measured == 6);
+  CHECK(d.kept_calls == 4);
+  CHECK(d.kept_bytes == (80ll << 20));
+  CHECK(labkit::keeps_device_memory(d));
+}
+
 TEST_CASE("max_ratio in the rubric", "[cpu][rubric]") {
   const char* base = "lab='1'\n[[gate]]\nid='s'\nkind='speed'\nmetric='ratio'\nthreshold=1.5\n";
   auto r = labkit::parse_rubric(std::string(base) + "max_ratio=2.5\n", "r.toml");

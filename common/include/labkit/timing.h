@@ -48,7 +48,20 @@ struct SpeedComparison {
   // A median still stalled when the timing ended (after the extra rounds): the calls' times say more about the
   // machine than about the step, and a failed verdict is worth a rerun (the gate says so; the class report lists it).
   bool stalled = false;
+  // Device memory the candidate's counted calls kept: free device memory (cudaMemGetInfo, the current device) just
+  // before each call's start event minus just after its escaped-work wait, summed over the calls measured; and in
+  // how many of them less was free afterwards. A step that allocates per call and never frees (a cudaMalloc without
+  // its cudaFree, a graph instantiated per call) keeps memory in every call; see keeps_device_memory.
+  long long kept_bytes = 0;
+  int kept_calls = 0, kept_measured = 0;
 };
+
+// Whether the candidate kept device memory call after call: in more than half of the measured calls (at least
+// three) less was free after the call than before, kKeptBytesLimit or more in all. One allocation kept for good (a
+// cache, a workspace made in the first call, a kernel module loaded late, a memory pool that keeps what was freed)
+// shows in one call, not in most; in a speed turn no other process of the grader runs on the GPU. A pure function.
+inline constexpr long long kKeptBytesLimit = 16ll << 20;
+bool keeps_device_memory(const SpeedComparison& cmp);
 
 // A timed case that cannot be replayed or hidden from the timer (issue: speed gates a student cannot game):
 //  - refresh(rep): untimed, before every timed call (the baseline's and the candidate's): gives the inputs fresh
@@ -126,6 +139,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
 // and 08): (longer - shorter) / units for both medians, which cancels the fixed cost of a call (uploads, set-up).
 // The ratio is recomputed from those; repeats are the fewer of the two; work hidden from the timer in either run is
 // hidden from the difference too, so `escaped` carries over.
+// Kept device memory (kept_bytes, kept_calls, kept_measured) adds up over the two.
 SpeedComparison per_unit_difference(const SpeedComparison& shorter, const SpeedComparison& longer, double units);
 
 // Bounds what a per-unit difference credits to calls that get slower the fewer units they are asked for. A solver
