@@ -61,14 +61,26 @@ std::uint64_t mix_seed(std::uint64_t base, std::uint64_t secret, std::string_vie
 }
 std::uint64_t seed(std::string_view label) { return mix_seed(base_seed(), secret(), label); }
 
-void pick_timed_round(TimedCase& tc, const TimingOptions& opt) {
+std::string detail::next_timed_case_label() {
+  static std::string gate;
+  static int cases = 0;
+  const std::string current = report::current_gate();
+  if (current != gate) gate = current, cases = 0;
+  return ", " + gate + ", timed case " + std::to_string(cases++);
+}
+
+void detail::pick_timed_round(TimedCase& tc, const TimingOptions& opt, const std::string& label) {
   const std::uint64_t rounds = std::uint64_t(std::max(1, opt.min_repeats));
-  const std::uint64_t draw = seed("verified round");
+  const std::uint64_t draw = seed("verified round" + label);
   // Any round but a recorded one (two_calls), each as likely (with one round only, that one).
   tc.verified_round = tc.record && tc.recorded == RecordedCalls::two_calls && rounds > 1
                           ? static_cast<int>((std::uint64_t(tc.recorded_round) + 1 + draw % (rounds - 1)) % rounds)
                           : static_cast<int>(draw % rounds);
-  tc.late_draw = seed("late verified round") | 1;  // never 0 (none)
+  tc.late_draw = seed("late verified round" + label) | 1;  // never 0 (none)
+}
+
+void pick_timed_round(TimedCase& tc, const TimingOptions& opt) {
+  detail::pick_timed_round(tc, opt, detail::next_timed_case_label());
 }
 
 std::string reproduce_hint() {

@@ -174,8 +174,9 @@ void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& op
     return std::make_unique<TimedCallRecorder>(step);
   };
   tc.recorded = which;
-  tc.recorded_round = static_cast<int>(seed("recorded round") % std::uint64_t(std::max(1, opt.min_repeats)));
-  pick_timed_round(tc, opt);
+  const std::string label = detail::next_timed_case_label();
+  tc.recorded_round = static_cast<int>(seed("recorded round" + label) % std::uint64_t(std::max(1, opt.min_repeats)));
+  detail::pick_timed_round(tc, opt, label);
 }
 
 }  // namespace labkit::gate

@@ -304,20 +304,22 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     total += tb.back() + tcand.back();
     if (round == tc.verified_round || round == late_round) verify_picked(k);
   };
+  // How many counted rounds run is fixed once the first min_repeats have shown how long a round takes, and not
+  // changed by the calls after them: a step that made one late call slow enough to exhaust the budget would
+  // otherwise end the timing on a round of its choosing, after rounds that nobody verified (the late verified round
+  // is placed among the rounds the count leaves).
+  int counted_rounds = opt.max_repeats;
   int round = 0;
-  for (; static_cast<int>(tb.size()) < opt.max_repeats &&
-         (static_cast<int>(tb.size()) < opt.min_repeats || total < 2 * opt.budget_ms);
-       ++round) {
+  for (; static_cast<int>(tb.size()) < std::min(counted_rounds, opt.max_repeats); ++round) {
     one_round(round);
-    // The late verified round (TimedCase::late_draw), among the rounds still to come as the budget has them but the
-    // last (its call is verified anyway): the counted calls so far give the time of a round.
-    if (tc.late_draw && late_round < 0 && static_cast<int>(tb.size()) == opt.min_repeats && total > 0) {
-      const double per_round = total / static_cast<double>(tb.size());
-      const double wanted = std::ceil(2 * opt.budget_ms / per_round);
-      const int counted = static_cast<int>(std::clamp(wanted, double(opt.min_repeats), double(opt.max_repeats)));
-      const int more = counted - opt.min_repeats - 1;
-      if (more > 0) late_round = round + 1 + static_cast<int>(tc.late_draw % std::uint64_t(more));
-    }
+    if (static_cast<int>(tb.size()) != opt.min_repeats || counted_rounds != opt.max_repeats) continue;
+    const double per_round = total / static_cast<double>(tb.size());
+    const double wanted = per_round > 0 ? std::ceil(2 * opt.budget_ms / per_round) : double(opt.max_repeats);
+    counted_rounds = static_cast<int>(std::clamp(wanted, double(opt.min_repeats), double(opt.max_repeats)));
+    // The late verified round (TimedCase::late_draw), among the rounds still to come but the last (its call is
+    // verified anyway).
+    const int more = counted_rounds - opt.min_repeats - 1;
+    if (tc.late_draw && more > 0) late_round = round + 1 + static_cast<int>(tc.late_draw % std::uint64_t(more));
   }
   // A stalled median (stalled_median): more rounds until neither side's is, the candidate's with its escaped work
   // charged as below.
@@ -328,8 +330,13 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     charge_escaped_tail(charged, esc, summarize(idle).median_ms);
     return stalled_median(tb) || stalled_median(charged);
   };
-  for (; stall_rounds < stall_cap && static_cast<int>(tb.size()) < opt.max_repeats && stalled(); ++stall_rounds)
+  // One of the extra rounds is verified too, drawn like the late round: they come after the counted ones, and a
+  // step that made its early calls uneven on purpose would otherwise get unverified rounds to skimp in.
+  const int verified_extra = tc.late_draw ? static_cast<int>((tc.late_draw >> 17) % std::uint64_t(stall_cap)) : -1;
+  for (; stall_rounds < stall_cap && static_cast<int>(tb.size()) < opt.max_repeats && stalled(); ++stall_rounds) {
+    if (stall_rounds == verified_extra) late_round = round;
     one_round(round++);
+  }
   if (two_calls) recorded.push_back(timed(candidate, nullptr, true));  // the last call, recorded too
   report::detail::trace_checkpoint("the timed calls", true);
   // The last call was the candidate's: its output, on inputs it never saw before, must be right.

@@ -100,6 +100,41 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
     }
     CHECK(skimped == 4);
   }
+  SECTION("one slow call does not end the timing early: the rounds the first ones set still run, the late one "
+          "verified") {
+    // After the first min_repeats rounds the budget (twice 1 ms) sets how many rounds are counted: the cap, 12, since
+    // a round of two 4 MB copies takes far less than 2/12 ms. A step honest in those rounds and skimping after, that
+    // padded one call past the budget, used to end the timing there, before the late verified round (here round
+    // 3 + draw % 8: 4, 10, 8), on rounds nobody checked.
+    labkit::TimingOptions opt;
+    opt.warmup = 1;
+    opt.min_repeats = 3;
+    opt.max_repeats = 12;
+    opt.budget_ms = 1;
+    c.tc.verified_round = 1;
+    for (std::uint64_t draw : {1ull, 7ull, 13ull}) {
+      c.checked.clear();
+      c.tc.late_draw = draw;
+      int candidate_calls = 0;
+      const auto cmp = labkit::compare_speed(
+          baseline,
+          [&](int k) {
+            ++candidate_calls;
+            if (k < 3 + 2 * 3) c.copy();  // the warm-up and the first three rounds: honest
+            if (k == 3 + 2 * 3) {         // round 3: honest, and 5 ms long
+              c.copy();
+              std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            }
+            if (k == 25) c.copy();  // the last call, round 11's
+          },
+          c.tc, opt);
+      CHECK(cmp.candidate.repeats == 12);
+      CHECK(candidate_calls == 13);
+      REQUIRE(c.checked.size() == 3);
+      INFO(c.checked[1].call);
+      CHECK_FALSE(c.checked[1].right);
+    }
+  }
   SECTION("a step that works only on the last of its calls is caught at the picked one") {
     // Four counted rounds and no `record`: the last candidate call is 2 + 2*3 + 1 = 9.
     labkit::compare_speed(baseline, [&](int k) { if (k == 9) c.copy(); }, c.tc, exact_rounds(4));

@@ -10,6 +10,7 @@
 #include "labkit/gate.h"
 #include "labkit/launches.h"
 #include "labkit/random.h"
+#include "labkit/report.h"
 #include "labkit/rubric.h"
 #include "labkit/timing.h"
 
@@ -71,11 +72,12 @@ TEST_CASE("the verified round is drawn from the secret, below min_repeats, never
     pick_timed_round(plain, opt);
     CHECK(plain.verified_round >= 0);
     CHECK(plain.verified_round < 5);
-    CHECK(every.verified_round == plain.verified_round);
     ++seen_every[std::size_t(every.verified_round)];
-    // A late verified round too, drawn from the secret (compare_speed places it): never none, never the same draw.
+    // A late verified round too, drawn from the secret (compare_speed places it): never none, and each timed case
+    // of a gate draws its own (detail::next_timed_case_label).
     CHECK(two.late_draw != 0);
-    CHECK(plain.late_draw == two.late_draw);
+    CHECK(plain.late_draw != two.late_draw);
+    CHECK(plain.late_draw != every.late_draw);
     late_draws.insert(plain.late_draw);
   }
   CHECK(late_draws.size() == 200);
@@ -85,6 +87,22 @@ TEST_CASE("the verified round is drawn from the secret, below min_repeats, never
     CHECK(seen_verified[std::size_t(r)] > 0);
     CHECK(seen_every[std::size_t(r)] > 0);
   }
+  // The draws are labelled with the gate and the timed case's place in it: another gate's first case draws apart
+  // from this gate's first, and the same gate's first case draws the same again (a reproduction with the same seeds).
+  labkit::report::detail::set_current_gate("stepA.speed");
+  CHECK(detail::next_timed_case_label() == ", stepA.speed, timed case 0");
+  CHECK(detail::next_timed_case_label() == ", stepA.speed, timed case 1");
+  labkit::TimedCase a0, b0, a0_again;
+  labkit::report::detail::set_current_gate("stepA.speed, again");
+  pick_timed_round(a0, opt);
+  labkit::report::detail::set_current_gate("stepB.speed");
+  pick_timed_round(b0, opt);
+  labkit::report::detail::set_current_gate("stepA.speed, again");
+  pick_timed_round(a0_again, opt);
+  CHECK(a0.late_draw != b0.late_draw);
+  CHECK(a0.late_draw == a0_again.late_draw);
+  CHECK(a0.verified_round == a0_again.verified_round);
+  labkit::report::detail::set_current_gate("");
   // One round only: the verified round is that one, even with a recorder.
   opt.min_repeats = 1;
   labkit::TimedCase one;

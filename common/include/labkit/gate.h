@@ -98,6 +98,14 @@ std::string reproduce_hint();
 // round a step cannot predict as well as the last one (see labkit::TimedCase). record_timed_calls (launches.h) calls
 // it.
 void pick_timed_round(TimedCase& tc, const TimingOptions& opt);
+namespace detail {
+// The label that the draws of one timed case (its verified, late and recorded rounds) are seeded with: the gate's
+// name and how many timed cases it has drawn for so far. One lab's gates run in one process: a step that saw which
+// round was verified in one gate (a verification takes milliseconds the step can see between its calls) would
+// otherwise know the rounds of every later gate, and of a gate's second timing (labs 07 and 08 time two run lengths).
+std::string next_timed_case_label();
+void pick_timed_round(TimedCase& tc, const TimingOptions& opt, const std::string& label);
+}  // namespace detail
 
 // The rubric this binary was started with (--labkit-rubric, or the lab's own rubric.toml).
 const Rubric& rubric();

@@ -588,6 +588,10 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
   tc.verify = [&] {
     LABKIT_CUDA(cudaDeviceSynchronize());
     if (last_rep < 0 || last_rep != inputs_rep) FAIL(ctx << ": the verified call was not the candidate's");
+    // A as the refresh wrote it, checked against its seed on the device: the trusted product is computed from dA,
+    // so a step that overwrote A (zeros: a zero C is "right" and exactly symmetric) would judge itself.
+    labkit::gate::require(labkit::check_unmodified_device(dA.data(), dA.size(), speed_seed(s, last_rep), "A"),
+                          ctx + ", after " + labkit::verified_call());
     require_matches_dgemm(
         candidate, s, dA, dC,
         ctx + ", the C of " + labkit::verified_call() + " (fresh A, call " + std::to_string(last_rep) + ")");

@@ -119,7 +119,8 @@ void require_solver_matches(const DevCsr& A, const double* b, const labkit::Guar
 }
 
 // The candidate solver's x after a few iterations at the timed size, against the cuSPARSE + cuBLAS CG's.
-void check_solver_at_size(Solver s, const DevCsr& A, const labkit::DeviceBuffer<double>& b) {
+// b holds fill_random_device(b_seed) when called.
+void check_solver_at_size(Solver s, DevCsr& A, labkit::DeviceBuffer<double>& b, std::uint64_t b_seed) {
   const int n = A.host.rows, iters = 5;
   labkit::GuardedBuffer<double> x(std::size_t(n), "x");
   x.poison();
@@ -132,6 +133,12 @@ void check_solver_at_size(Solver s, const DevCsr& A, const labkit::DeviceBuffer<
   const std::string ctx = std::string(name(s)) + " at the timed size (" + describe(A.host) + "), " +
                           std::to_string(iters) + " iterations";
   if (res.iterations != iters) FAIL(ctx << ": did " << res.iterations << " iterations: " << res.message);
+  // The trusted CG reads b and A from the buffers the step was handed, which it could have written (a zero b has
+  // the answer x = 0): both are written again first.
+  labkit::fill_random_device(b.data(), std::size_t(n), b_seed);
+  A.row_ptr.upload(A.host.row_ptr);
+  A.col_idx.upload(A.host.col_idx);
+  A.values.upload(A.host.values);
   // Two CG runs that differ only in rounding (summation orders) stay within ~1e-12 of each other after 5
   // iterations; 1e-8 is far above that and far below any wrong kernel.
   require_solver_matches(A, b.data(), x, iters, 1e-8, ctx);
@@ -166,8 +173,12 @@ labkit::TimedCase solver_case(Solver s, DevCsr& A, labkit::DeviceRelabel& relabe
   tc.verify = [=] {
     const std::string ctx = std::string(name(s)) + " at the timed size, the x of " + labkit::verified_call() + " (" +
                             std::to_string(iters) + " iterations from a fresh b)";
-    // b still holds that call's contents; the matrix is drawn again (the step could have written its buffers).
-    pr->draw(speed_seed(labels, pl->rep(ctx)), pA->row_ptr.data(), pA->col_idx.data(), pA->values.data());
+    // The trusted CG reads b and the matrix from these buffers, which the step could have written (a zero b has
+    // the answer x = 0): b is checked against its seed, the matrix drawn again.
+    const int rep = pl->rep(ctx);
+    labkit::gate::require(labkit::check_unmodified_device(pb->data(), std::size_t(n), speed_seed(label, rep), "b"),
+                          ctx);
+    pr->draw(speed_seed(labels, rep), pA->row_ptr.data(), pA->col_idx.data(), pA->values.data());
     require_solver_matches(*pA, pb->data(), *px, iters, 1e-6, ctx);
   };
   // Every call recorded: both solvers run a few kernels an iteration, so the recorder's cost per kernel falls on
@@ -397,7 +408,7 @@ TEST_CASE("step4.speed", "[lab07][step4][speed]") {
   labkit::DeviceBuffer<double> b(static_cast<std::size_t>(n));
   labkit::GuardedBuffer<double> x(std::size_t(n), "x");
   labkit::fill_random_device(b.data(), std::size_t(n), speed_seed("b", -1));
-  check_solver_at_size(Solver::loop, A, b);
+  check_solver_at_size(Solver::loop, A, b, speed_seed("b", -1));
   // The baseline is the bytes-moved floor at memcpy bandwidth with step 4's two host round trips, timed in the same
   // process. Per iteration: two device-to-device cudaMemcpy of a quarter of the floor's bytes each (a copy moves
   // each byte twice, read and write), each followed by what alpha and beta cost the host at least: an 8-byte copy
@@ -442,7 +453,7 @@ TEST_CASE("step6.speed", "[lab07][step6][speed]") {
   labkit::DeviceBuffer<double> b(static_cast<std::size_t>(n)), xb(static_cast<std::size_t>(n));
   labkit::GuardedBuffer<double> x(std::size_t(n), "x");
   labkit::fill_random_device(b.data(), std::size_t(n), speed_seed("b", -1));
-  check_solver_at_size(Solver::graph, A, b);
+  check_solver_at_size(Solver::graph, A, b, speed_seed("b", -1));
   LastCandidateCall last;
   lab07::CgOptions o;
   o.rel_tol = 0;
