@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -19,6 +20,7 @@
 #include "labkit/cublas.h"
 #include "labkit/gate.h"
 #include "labkit/guard.h"
+#include "labkit/huge.h"
 #include "labkit/launches.h"
 #include "labkit/random.h"
 #include "labkit/reference.h"
@@ -323,6 +325,74 @@ const std::vector<std::pair<Shape, Offsets>> kMisaligned = {
     {{260, 264, 300}, {3, 1, 2}},
 };
 
+// Past 2^32 elements of C: M = 131073, N = 32772, K = 4. An element index in 32 bits (`row * N + col` in int or
+// unsigned) wraps there, while every shape above is right with it. C's 4.3e9 floats are a labkit::HugeDeviceArray:
+// one 16 MiB chunk mapped over and over, then a tail with memory of its own, whose elements are checked. N a
+// multiple of 4 and K = 4: the 16-byte paths of steps 5c-6 run too. Left out under a sanitizer, and where the
+// driver cannot map such a range.
+const Shape kHuge = {131073, 32772, 4};
+
+void check_huge(Step step) {
+  if (labkit::gate::under_sanitizer()) return;
+  const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(kHuge) + " (C past 2^32 elements)";
+  if (const std::string why = labkit::HugeDeviceArray::unavailable(); !why.empty()) {
+    std::cout << "  [lab01] " << ctx << " left out: " << why << std::endl;
+    return;
+  }
+  const std::size_t M = std::size_t(kHuge.M), N = std::size_t(kHuge.N), K = std::size_t(kHuge.K), n = M * N;
+  const auto hA = labkit::random_floats(M * K, labkit::gate::seed("huge A"));
+  const auto hB = labkit::random_floats(K * N, labkit::gate::seed("huge B"));
+  labkit::GuardedBuffer<float> dA(M * K, "A"), dB(K * N, "B");
+  dA.upload(hA);
+  dB.upload(hB);
+  labkit::HugeDeviceArray dC(n * sizeof(float), std::size_t(1) << 21);
+  const std::size_t chunk = dC.chunk_bytes() / sizeof(float), first = dC.tail_offset() / sizeof(float);
+  const std::size_t tail = dC.tail_bytes() / sizeof(float);
+  dC.fill_chunk(std::vector<float>(chunk, 0.f));
+  const auto c0 = labkit::random_floats(tail, labkit::gate::seed("huge C tail"));
+  dC.fill_tail(c0);
+  labkit::gate::own_kernels(kStepName[int(step)], [&] {
+    run(step, kHuge.M, kHuge.N, kHuge.K, dA.data(), dB.data(), static_cast<float*>(dC.data()));
+  });
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  for (const auto* buf : {&dA, &dB}) {
+    const auto g = buf->check_guards();
+    if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+  }
+  const auto got = dC.read_tail<float>();
+  std::size_t wrong = 0, unchanged = 0, first_wrong = tail;
+  for (std::size_t k = 0; k < tail; ++k) {
+    const std::size_t j = first + k;
+    double expected = c0[k], scale = std::fabs(c0[k]);
+    if (j < n) {  // element (i, c) of C; past the matrix nothing may change
+      const std::size_t i = j / N, c = j % N;
+      for (std::size_t p = 0; p < K; ++p) {
+        const double t = double(hA[i * K + p]) * hB[p * N + c];
+        expected += t;
+        scale += std::fabs(t);
+      }
+    }
+    if (!(std::fabs(double(got[k]) - expected) <= tolerance(kHuge.K) * scale)) {
+      if (first_wrong == tail) first_wrong = k;
+      ++wrong;
+      unchanged += got[k] == c0[k];
+    }
+  }
+  if (wrong) {
+    const std::size_t j = first + first_wrong;
+    std::ostringstream os;
+    os << ctx << ": " << wrong << " of the last " << tail << " floats of C (C[" << first << "] on, past 2^32 "
+       << "elements) are wrong, " << unchanged << " of them never written; the first at C[" << j << "]";
+    if (j >= n) os << ", after the end of the matrix (a store past the end)";
+    else os << " (row " << j / N << ", column " << j % N << ")";
+    os << ". An element index such as row * N + col computed in int wraps past 2^31 elements (in unsigned past "
+       << "2^32): compute it in size_t, e.g. std::size_t(row) * N + col, and likewise the offsets of A's and B's "
+       << "tiles.\n  " << labkit::gate::reproduce_hint();
+    FAIL(os.str());
+  }
+  labkit::gate::require(labkit::Verdict{}, ctx);
+}
+
 void check_step(Step step) {
   labkit::gate::SanitizerCap cap(kSanitizerCap, "multiply-adds", kRaceCap);
   for (const Shape& s : kShapes)
@@ -333,6 +403,7 @@ void check_step(Step step) {
     const bool all_three = o.a && o.b && o.c;
     if (!cap.skips(double(s.M) * s.N * s.K, str(s, o), all_three)) check_shape(step, s, o);
   }
+  check_huge(step);
 }
 
 // Speed: a step against the gate's own cuBLAS SGEMM (reference_sgemm, never the student's step 0) at n^3. Every
