@@ -10,6 +10,8 @@
 #include <cmath>
 #include <functional>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -23,6 +25,7 @@
 #include "labkit/gate.h"
 #include "labkit/launches.h"
 #include "labkit/guard.h"
+#include "labkit/huge.h"
 #include "labkit/random.h"
 #include "labkit/reference.h"
 #include "labkit/report.h"
@@ -110,6 +113,90 @@ void check_strided(std::size_t n, int stride) {
   }
   labkit::gate::require(labkit::check_close(out, expected, opt), ctx);
   if (labkit::gate::repeat_runs()) labkit::gate::require(labkit::check_same_runs(out, run_once(), opt), ctx);
+}
+
+// ---- steps 1 and 2 past 2^32 elements ------------------------------------------------------------------------
+// The API takes n as size_t: an index computed in int (`int i = blockIdx.x * blockDim.x + threadIdx.x`, or
+// `i * stride` in int) wraps past 2^31, in unsigned past 2^32, and every size above is right with it. The arrays
+// past 2^32 elements are labkit::HugeDeviceArrays (one 16 MiB chunk mapped over and over, then a tail with memory
+// of its own): every element of `in` has a known value, and what a step wrote is checked where it has memory of
+// its own. Left out under a sanitizer and where the driver cannot map such a range.
+bool huge_left_out(const std::string& ctx) {
+  if (labkit::gate::under_sanitizer()) return true;
+  if (const std::string why = labkit::HugeDeviceArray::unavailable(); !why.empty()) {
+    std::cout << "  [lab03] " << ctx << " left out: " << why << std::endl;
+    return true;
+  }
+  return false;
+}
+
+const char* const kWrapHint =
+    ": an index computed in int wraps past 2^31 elements (in unsigned past 2^32); n is a size_t, and so must be "
+    "the element index, e.g. std::size_t(blockIdx.x) * blockDim.x + threadIdx.x, and i * stride computed in size_t";
+
+// Step 1 at n = 2^32 + 5, offset 1: `in` and `out` both huge; out's tail (its last elements) checked.
+void check_offset_huge() {
+  const std::size_t n = (std::size_t(1) << 32) + 5;
+  const int offset = 1;
+  const std::string ctx = "step 1 (copy_offset), n=" + std::to_string(n) + " offset=1 (past 2^32 elements)";
+  if (huge_left_out(ctx)) return;
+  const std::size_t total = n + offset;
+  labkit::HugeDeviceArray din(total * sizeof(float), std::size_t(1) << 21);
+  labkit::HugeDeviceArray dout(total * sizeof(float), std::size_t(1) << 21);
+  const std::size_t chunk = din.chunk_bytes() / sizeof(float), in_first = din.tail_offset() / sizeof(float);
+  const auto in_chunk = labkit::random_floats(chunk, labkit::gate::seed("huge offset in chunk"));
+  const auto in_tail = labkit::random_floats(din.tail_bytes() / sizeof(float), labkit::gate::seed("huge offset tail"));
+  din.fill_chunk(in_chunk);
+  din.fill_tail(in_tail);
+  const std::size_t out_first = dout.tail_offset() / sizeof(float), tail = dout.tail_bytes() / sizeof(float);
+  dout.fill_chunk(std::vector<float>(dout.chunk_bytes() / sizeof(float), 0.f));
+  dout.fill_tail(std::vector<float>(tail, labkit::poison_value<float>()));
+  labkit::gate::own_kernels("step 1 (copy_offset)", [&] {
+    lab03::copy_offset(n, offset, static_cast<const float*>(din.data()), static_cast<float*>(dout.data()));
+  });
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  const auto got = dout.read_tail<float>();
+  auto in_at = [&](std::size_t j) { return j < in_first ? in_chunk[j % chunk] : in_tail[j - in_first]; };
+  for (std::size_t k = 0; k < tail; ++k) {
+    const std::size_t j = out_first + k;
+    const float expected = j < total ? in_at(j) : labkit::poison_value<float>();
+    if (std::memcmp(&got[k], &expected, sizeof(float)) != 0)
+      FAIL(ctx << ": out[" << j << "] is " << got[k] << (labkit::is_poison(got[k]) ? " (never written)" : "")
+               << ", in[" << j << "] is " << in_at(std::min(j, total - 1)) << kWrapHint << "\n  "
+               << labkit::gate::reproduce_hint());
+  }
+  labkit::gate::require(labkit::Verdict{}, ctx);
+}
+
+// Step 2 at n = 2^27 + 5, stride 32: `in` ((n - 1) * 32 + 1 elements, past 2^32) huge, `out` (537 MB) checked whole.
+void check_strided_huge() {
+  const std::size_t n = (std::size_t(1) << 27) + 5;
+  const int stride = 32;
+  const std::string ctx = "step 2 (copy_strided), n=" + std::to_string(n) + " stride=32 (in past 2^32 elements)";
+  if (huge_left_out(ctx)) return;
+  const std::size_t in_count = (n - 1) * stride + 1;
+  labkit::HugeDeviceArray din(in_count * sizeof(float), std::size_t(1) << 21);
+  const std::size_t chunk = din.chunk_bytes() / sizeof(float), in_first = din.tail_offset() / sizeof(float);
+  const auto in_chunk = labkit::random_floats(chunk, labkit::gate::seed("huge strided in chunk"));
+  const auto in_tail = labkit::random_floats(din.tail_bytes() / sizeof(float), labkit::gate::seed("huge strided tail"));
+  din.fill_chunk(in_chunk);
+  din.fill_tail(in_tail);
+  labkit::GuardedBuffer<float> dout(n, "out");
+  dout.poison();
+  labkit::gate::own_kernels("step 2 (copy_strided)", [&] {
+    lab03::copy_strided(n, stride, static_cast<const float*>(din.data()), dout.data());
+  });
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  require_guards(dout, ctx);
+  const auto out = dout.download();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t j = i * stride;
+    const float expected = j < in_first ? in_chunk[j % chunk] : in_tail[j - in_first];
+    if (std::memcmp(&out[i], &expected, sizeof(float)) != 0)
+      FAIL(ctx << ": out[" << i << "] is " << out[i] << (labkit::is_poison(out[i]) ? " (never written)" : "")
+               << ", in[" << j << "] is " << expected << kWrapHint << "\n  " << labkit::gate::reproduce_hint());
+  }
+  labkit::gate::require(labkit::Verdict{}, ctx);
 }
 
 // ---- steps 1 and 2 at the small sizes: every offset or stride of a size in one batch --------------------------
@@ -403,6 +490,7 @@ TEST_CASE("step1.correct", "[lab03][step1][correctness]") {
   for (std::size_t n : {std::size_t(65537), (std::size_t(1) << 22) + 5})
     if (!cap.skips(double(n), "n=" + std::to_string(n)))
       for (int offset : {0, 1, 2, 7, 16, 31, 32}) check_offset(n, offset);
+  check_offset_huge();
 }
 
 TEST_CASE("step2.correct", "[lab03][step2][correctness]") {
@@ -412,6 +500,7 @@ TEST_CASE("step2.correct", "[lab03][step2][correctness]") {
   for (std::size_t n : {std::size_t(65537), (std::size_t(1) << 20) + 3})
     if (!cap.skips(double(n), "n=" + std::to_string(n)))
       for (int stride : {1, 2, 3, 7, 8, 16, 31, 32}) check_strided(n, stride);
+  check_strided_huge();
 }
 
 TEST_CASE("step3.correct", "[lab03][step3][correctness]") {
