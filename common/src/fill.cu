@@ -1,6 +1,9 @@
 // Device-side fills: seeded random values (bit-identical to the host generator), poison patterns, and the guard
 // bands' pattern with its device-side comparison.
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "labkit/buffer.h"
 #include "labkit/check.h"
@@ -8,6 +11,17 @@
 #include "labkit/random.h"
 
 namespace labkit {
+
+// Outside the anonymous namespace, so that its name is labkit::stream_spin (is_stream_spin): spins on the device's
+// global timer for `ns` nanoseconds.
+__global__ void stream_spin(unsigned long long ns) {
+  unsigned long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
 namespace {
 
 template <class T>
@@ -152,6 +166,26 @@ GuardScan scan_guard_device(const void* base, std::size_t begin, std::size_t end
                          cudaMemcpyDeviceToHost));
   s.first_word = w;  // little-endian: a 4-byte word lands in the low half
   return s;
+}
+
+}  // namespace labkit
+
+namespace labkit {
+
+void spin_on_streams(const std::vector<std::pair<int, cudaStream_t>>& where, double ms) {
+  int current = 0;
+  LABKIT_CUDA(cudaGetDevice(&current));
+  for (const auto& [device, stream] : where) {
+    LABKIT_CUDA(cudaSetDevice(device));
+    stream_spin<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(ms * 1e6));
+    LABKIT_CHECK_LAUNCH();
+  }
+  LABKIT_CUDA(cudaSetDevice(current));
+}
+
+bool is_stream_spin(const std::string& kernel_name) {
+  // The mangled name CUPTI reports: labkit::stream_spin(unsigned long long).
+  return kernel_name.rfind("_ZN6labkit11stream_spinE", 0) == 0;
 }
 
 }  // namespace labkit

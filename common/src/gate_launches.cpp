@@ -151,6 +151,9 @@ std::vector<launches::Kernel> own_kernels_ran(std::string_view step, const std::
   const ScopeDepth inside;
   call();
   std::vector<launches::Kernel> ran = recorder->stop();
+  // The gate's own spin (spin_on_streams, started inside the scope) is not the step's work.
+  ran.erase(std::remove_if(ran.begin(), ran.end(), [](const launches::Kernel& k) { return is_stream_spin(k.name); }),
+            ran.end());
   check_call(step, ran);
   report_step_kernels(ran);
   return ran;

@@ -14,6 +14,7 @@
 #include "labkit/device.h"
 #include "labkit/gate.h"
 #include "labkit/guard.h"
+#include "labkit/launches.h"
 #include "test_kernels.h"
 
 using Catch::Matchers::ContainsSubstring;
@@ -368,4 +369,48 @@ TEST_CASE("poison_shared_memory leaves NaNs where the next kernel reads shared m
     INFO("block " << b << " of " << blocks << " (" << info.sm_count << " SMs)");
     CHECK(after[std::size_t(b)] == words);
   }
+}
+
+TEST_CASE("spin_on_streams: a step's two streams taken as ordered come out the wrong way round", "[guard][gpu]") {
+  // The two mistakes lab 08's gates look for, each on a non-blocking stream of the step's own: x zeroed on the legacy
+  // default stream and then read on the other stream (caught with the spin on the legacy stream), and a result
+  // written on the other stream and copied back with a cudaMemcpy that waits for the legacy stream only (caught with
+  // the spin on the step's stream). Without a spin both usually come out right, which is the trouble.
+  LABKIT_REQUIRE_GPU();
+  const int n = 1 << 16;
+  cudaStream_t own = nullptr;
+  LABKIT_CUDA(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+  labkit::DeviceBuffer<float> x(n), y(n);
+  std::vector<float> host(n);
+  const std::vector<float> ones(n, 1.0f);
+  int device = 0;
+  LABKIT_CUDA(cudaGetDevice(&device));
+  SECTION("zeroed on the legacy stream, read on a non-blocking one") {
+    x.upload(ones);
+    labkit::launches::Recorder recorder;
+    REQUIRE(recorder.available());
+    labkit::spin_on_streams({{device, cudaStreamLegacy}}, 50.0);  // far longer than a busy host's pause
+    LABKIT_CUDA(cudaMemsetAsync(x.data(), 0, n * sizeof(float), cudaStreamLegacy));
+    labkit_test::launch_copy_on(x.data(), y.data(), n, own);
+    LABKIT_CUDA(cudaStreamSynchronize(own));
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    const auto ran = recorder.stop();
+    LABKIT_CUDA(cudaMemcpy(host.data(), y.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(host == ones);  // the copy ran before the memset: the step's result is wrong, every time
+    // The spin is recorded like any kernel; is_stream_spin tells it (own_kernels_ran leaves it out of the step's).
+    REQUIRE(ran.size() == 2);
+    CHECK(std::count_if(ran.begin(), ran.end(), [](const auto& k) { return labkit::is_stream_spin(k.name); }) == 1);
+  }
+  SECTION("written on a non-blocking stream, copied back on the legacy one") {
+    x.upload(ones);
+    LABKIT_CUDA(cudaMemset(y.data(), 0, n * sizeof(float)));
+    labkit::spin_on_streams({{device, own}}, 50.0);
+    labkit_test::launch_copy_on(x.data(), y.data(), n, own);
+    LABKIT_CUDA(cudaMemcpy(host.data(), y.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(host == std::vector<float>(n, 0.0f));  // copied back before the kernel ran
+    LABKIT_CUDA(cudaDeviceSynchronize());
+  }
+  CHECK(labkit::is_stream_spin("_ZN6labkit11stream_spinEy"));
+  CHECK_FALSE(labkit::is_stream_spin("_ZN5lab0811stream_spinEy"));
+  LABKIT_CUDA(cudaStreamDestroy(own));
 }

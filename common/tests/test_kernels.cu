@@ -43,6 +43,18 @@ void launch_gather_scatter(const float* src, float* dst, const unsigned long lon
   LABKIT_CHECK_LAUNCH();
 }
 
+namespace {
+__global__ void copy_kernel(const float* in, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i];
+}
+}  // namespace
+
+void launch_copy_on(const float* in, float* out, int n, cudaStream_t stream) {
+  copy_kernel<<<(n + 255) / 256, 256, 0, stream>>>(in, out, n);
+  LABKIT_CHECK_LAUNCH();
+}
+
 void launch_spin(long long cycles) {
   spin_kernel<<<1, 32>>>(cycles);
   LABKIT_CHECK_LAUNCH();

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "labkit/buffer.h"
@@ -55,6 +56,18 @@ void fill_pattern_device(void* dev, std::size_t count, std::size_t elem_size, st
 // a stale finite value times a zero (an out-of-range tile entry zeroed on one side only) used to vanish.
 // labkit::gate::own_kernels runs it before every correctness call of a step.
 void poison_shared_memory();
+
+// Queues a kernel that spins for `ms` milliseconds on each (device, stream) of `where`, and returns at once. Work a
+// step queues on such a stream then waits behind it, while its work on other streams does not: a step that counts
+// on two streams being ordered when they are not (x zeroed with cudaMemsetAsync on the legacy default stream, then
+// read by a kernel on a stream created with cudaStreamNonBlocking; or a kernel on such a stream, then its result
+// copied back with a cudaMemcpy that waits for the legacy stream only) gets it wrong every time the spin sits on the
+// stream it wrote with, not only when a timing happens to go wrong. Called inside a launch recorder's scope (its
+// start waits for the device), whose records leave the spin out (is_stream_spin). The current device is kept.
+void spin_on_streams(const std::vector<std::pair<int, cudaStream_t>>& where, double ms);
+// Whether a kernel record (CUPTI's name) is spin_on_streams's: its name is in namespace labkit, where a student's
+// object may define nothing (the grader's object check).
+bool is_stream_spin(const std::string& kernel_name);
 
 // ---- the guard pattern ------------------------------------------------------------------------------------
 // key: derived once per buffer from its id; word i: the i-th elem_size-byte word of the allocation (the lower

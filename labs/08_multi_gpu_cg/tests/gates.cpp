@@ -68,12 +68,31 @@ std::vector<std::vector<int>> real_teams() {
 
 // One call of the student's code (`call` returns what the call returned, or anything for a void call) in the launch
 // recorder; every device of the team is waited for inside the scope, so the kernels of all of them are recorded.
+// The team's streams are non-blocking: work a step puts on the legacy default stream (a cudaMemsetAsync of x, a
+// launch without a stream, a cudaMemcpy of a result) is not ordered with them. The call's first milliseconds are
+// spent (labkit::spin_on_streams) on the legacy stream of every device in one call, on the team's streams in the
+// next: a step that counted on an order runs its two sides the wrong way round in one of them every time, instead
+// of only when a timing goes wrong.
+constexpr double kStreamSpinMs = 2.0;  // far above a launch's few microseconds, short beside a solve
 template <class F>
 auto recorded(std::string_view step, const lab08::Team& team, F&& call) {
+  static long calls = 0;
   std::optional<decltype(call())> out;
+  std::vector<std::pair<int, cudaStream_t>> legacy, team_streams;
+  for (int k = 0; k < team.parts(); ++k) {
+    if (k == 0 || !team.virtual_devices()) legacy.emplace_back(team.device(k), cudaStreamLegacy);
+    team_streams.emplace_back(team.device(k), team.stream(k));
+    team_streams.emplace_back(team.device(k), team.comm_stream(k));
+  }
   labkit::gate::own_kernels(step, [&] {
+    labkit::spin_on_streams(calls++ % 2 == 0 ? legacy : team_streams, kStreamSpinMs);
     out.emplace(call());
     team.synchronize();
+    for (const auto& [device, stream] : legacy) {  // the spin and what the step queued behind it, before any read
+      LABKIT_CUDA(cudaSetDevice(device));
+      LABKIT_CUDA(cudaStreamSynchronize(stream));
+    }
+    team.use(0);
   });
   return std::move(*out);
 }
