@@ -296,46 +296,6 @@ Csr poisson3d(std::int32_t nx, std::int32_t ny, std::int32_t nz) {
   return A;
 }
 
-Csr with_random_weights(const Csr& A, std::uint64_t seed, double lo, double hi) {
-  A.validate();
-  require_arg(A.rows == A.cols, "with_random_weights: the matrix is " + std::to_string(A.rows) + " x " +
-                                    std::to_string(A.cols) + ", not square");
-  require_arg(lo > 0 && lo <= hi, "with_random_weights: weights in [" + std::to_string(lo) + ", " +
-                                      std::to_string(hi) + ") must be positive and lo <= hi");
-  Csr W = A;
-  // Rows on every core (10^7 rows in a fraction of a second); each range returns its first problem, "" if none.
-  const auto problems = parallel_parts<std::string>(std::size_t(A.rows), [&](std::size_t begin, std::size_t end) {
-    for (std::size_t r = begin; r < end; ++r) {
-      const std::int32_t i = std::int32_t(r);
-      double row_sum = 0, weights = 0;
-      std::int32_t diag = -1;
-      for (std::int32_t k = A.row_ptr[r]; k < A.row_ptr[r + 1]; ++k) {
-        const std::int32_t j = A.col_idx[std::size_t(k)];
-        const double a = A.values[std::size_t(k)];
-        row_sum += a;
-        if (j == i) {
-          diag = k;
-          continue;
-        }
-        if (!(a < 0))
-          return "with_random_weights: off-diagonal entry (" + std::to_string(i) + ", " + std::to_string(j) +
-                 ") is not negative";
-        const std::uint64_t pair = (std::uint64_t(std::uint32_t(std::min(i, j))) << 32) | std::uint32_t(std::max(i, j));
-        const double w = uniform_double(seed, pair, lo, hi);
-        W.values[std::size_t(k)] = -w;
-        weights += w;
-      }
-      if (diag < 0) return "with_random_weights: row " + std::to_string(i) + " has no diagonal entry";
-      if (!(row_sum >= 0))
-        return "with_random_weights: row " + std::to_string(i) + " sums to " + std::to_string(row_sum) + " < 0";
-      W.values[std::size_t(diag)] = weights + row_sum;
-    }
-    return std::string();
-  });
-  for (const std::string& p : problems) require_arg(p.empty(), p);
-  return W;
-}
-
 Csr random_spd(std::int32_t n, std::int32_t nnz_per_row, std::uint64_t seed, double margin) {
   require_arg(n >= 1, "random_spd: n must be at least 1, got " + std::to_string(n));
   require_arg(nnz_per_row >= 1, "random_spd: nnz_per_row must be at least 1, got " + std::to_string(nnz_per_row));

@@ -5,14 +5,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
-#include "labkit/random.h"
 #include "labkit/sparse.h"
 
 using namespace labkit;
@@ -475,39 +473,4 @@ TEST_CASE("sparse.cg.rejects_bad_arguments", "[cpu][sparse]") {
   REQUIRE_THROWS_AS(cg_ref(An, ones(9), 1e-8, 10), std::invalid_argument);
   REQUIRE_THROWS_AS(cg_ref(from_dense(2, 3, {1, 0, 0, 0, 1, 0}), ones(2), 1e-8, 10), std::invalid_argument);
   REQUIRE(std::string(to_string(CgStatus::not_spd)) == "not_spd");
-}
-
-TEST_CASE("with_random_weights: a Poisson pattern with random conductances, symmetric and SPD", "[sparse]") {
-  const Csr P = poisson2d(30, 20);
-  const Csr W = with_random_weights(P, 77);
-  REQUIRE(W.first_problem() == "");
-  REQUIRE(W.row_ptr == P.row_ptr);
-  REQUIRE(W.col_idx == P.col_idx);
-  REQUIRE(is_symmetric(W));  // exactly: a pair's weight is drawn from (min(i, j), max(i, j))
-  std::set<double> weights;
-  for (std::int32_t i = 0; i < W.rows; ++i) {
-    double diag = 0, off = 0, missing = 4;  // Poisson's diagonal 4 less its stored neighbours: the boundary terms
-    for (std::int32_t k = W.row_ptr[i]; k < W.row_ptr[i + 1]; ++k) {
-      if (W.col_idx[k] == i) {
-        diag = W.values[k];
-        continue;
-      }
-      REQUIRE(W.values[k] <= -0.5);
-      REQUIRE(W.values[k] > -1.5);
-      off += -W.values[k];
-      missing -= 1;
-      weights.insert(W.values[k]);
-    }
-    REQUIRE_THAT(diag, WithinRel(off + missing, 1e-15));
-  }
-  REQUIRE(weights.size() > 1000);  // no stencil of constants left (2 x 1150 pairs, each drawn)
-  REQUIRE(with_random_weights(P, 78).values != W.values);
-  const auto b = random_doubles(std::size_t(W.rows), 5);
-  const auto res = cg_ref(W, b, 1e-10, 2000);
-  REQUIRE(res.converged);
-  REQUIRE_THROWS_WITH(with_random_weights(random_spd(50, 5, 1), 1), ContainsSubstring("is not negative"));
-  Csr minus = P;
-  for (double& v : minus.values) v = -v;
-  REQUIRE_THROWS_WITH(with_random_weights(minus, 1), ContainsSubstring("not negative"));
-  REQUIRE_THROWS_WITH(with_random_weights(P, 1, 0.0, 1.0), ContainsSubstring("must be positive"));
 }

