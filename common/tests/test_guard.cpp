@@ -398,17 +398,25 @@ TEST_CASE("spin_on_streams: a step's two streams taken as ordered come out the w
     LABKIT_CUDA(cudaMemcpy(host.data(), y.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
     CHECK(host == ones);  // the copy ran before the memset: the step's result is wrong, every time
     // The spin is recorded like any kernel; is_stream_spin tells it (own_kernels_ran leaves it out of the step's).
-    REQUIRE(ran.size() == 2);
-    CHECK(std::count_if(ran.begin(), ran.end(), [](const auto& k) { return labkit::is_stream_spin(k.name); }) == 1);
+    const auto spins =
+        std::count_if(ran.begin(), ran.end(), [](const auto& k) { return labkit::is_stream_spin(k.name); });
+    INFO("kernels recorded: " << ran.size());
+    CHECK(spins == 1);
+    CHECK(ran.size() - std::size_t(spins) >= 1);  // the step's copy
   }
-  SECTION("written on a non-blocking stream, copied back on the legacy one") {
+  SECTION("written on a non-blocking stream, read on the legacy one") {
+    // Read by a kernel on the legacy stream, which does not wait for non-blocking streams (a synchronous cudaMemcpy
+    // of the result may or may not: the driver may synchronize more than the stream for a pageable copy).
+    labkit::DeviceBuffer<float> z(n);
     x.upload(ones);
     LABKIT_CUDA(cudaMemset(y.data(), 0, n * sizeof(float)));
     labkit::spin_on_streams({{device, own}}, 50.0);
     labkit_test::launch_copy_on(x.data(), y.data(), n, own);
-    LABKIT_CUDA(cudaMemcpy(host.data(), y.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
-    CHECK(host == std::vector<float>(n, 0.0f));  // copied back before the kernel ran
+    labkit_test::launch_copy_on(y.data(), z.data(), n, cudaStreamLegacy);
+    LABKIT_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
     LABKIT_CUDA(cudaDeviceSynchronize());
+    LABKIT_CUDA(cudaMemcpy(host.data(), z.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(host == std::vector<float>(n, 0.0f));  // read before the spun-behind kernel wrote it
   }
   CHECK(labkit::is_stream_spin("_ZN6labkit11stream_spinEy"));
   CHECK_FALSE(labkit::is_stream_spin("_ZN5lab0811stream_spinEy"));

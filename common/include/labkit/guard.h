@@ -61,7 +61,7 @@ void poison_shared_memory();
 // step queues on such a stream then waits behind it, while its work on other streams does not: a step that counts
 // on two streams being ordered when they are not (x zeroed with cudaMemsetAsync on the legacy default stream, then
 // read by a kernel on a stream created with cudaStreamNonBlocking; or a kernel on such a stream, then its result
-// copied back with a cudaMemcpy that waits for the legacy stream only) gets it wrong every time the spin sits on the
+// read by work on the legacy stream, which does not wait for it) gets it wrong every time the spin sits on the
 // stream it wrote with, not only when a timing happens to go wrong. Called inside a launch recorder's scope (its
 // start waits for the device), whose records leave the spin out (is_stream_spin). The current device is kept.
 void spin_on_streams(const std::vector<std::pair<int, cudaStream_t>>& where, double ms);
