@@ -70,9 +70,9 @@ std::vector<std::vector<int>> real_teams() {
 // recorder; every device of the team is waited for inside the scope, so the kernels of all of them are recorded.
 // The team's streams are non-blocking: work a step puts on the legacy default stream (a cudaMemsetAsync of x, a
 // launch without a stream, an asynchronous copy of a result) is not ordered with them. The call's first
-// milliseconds are spent (labkit::spin_on_streams) on the legacy stream of every device in one call, on the team's streams in the
-// next: a step that counted on an order runs its two sides the wrong way round in one of them every time, instead
-// of only when a timing goes wrong.
+// milliseconds are spent (labkit::spin_on_streams) on the legacy stream of every device in one call, on the team's
+// streams in the next: a step that counted on an order runs its two sides the wrong way round in one of them every
+// time, instead of only when a timing goes wrong.
 constexpr double kStreamSpinMs = 2.0;  // far above a launch's few microseconds, short beside a solve
 template <class F>
 auto recorded(std::string_view step, const lab08::Team& team, F&& call) {
