@@ -385,6 +385,11 @@ TEST_CASE("spin_on_streams: a step's two streams taken as ordered come out the w
   const std::vector<float> ones(n, 1.0f);
   int device = 0;
   LABKIT_CUDA(cudaGetDevice(&device));
+  // The copy kernel and the spin loaded first: loading a kernel lazily at its first launch (CUDA's default) waits
+  // for the device, and would let the spin and the memset finish before the copy is queued.
+  labkit_test::launch_copy_on(x.data(), y.data(), 1, cudaStreamLegacy);
+  labkit::spin_on_streams({{device, cudaStreamLegacy}}, 0.0);
+  LABKIT_CUDA(cudaDeviceSynchronize());
   SECTION("zeroed on the legacy stream, read on a non-blocking one") {
     x.upload(ones);
     labkit::launches::Recorder recorder;

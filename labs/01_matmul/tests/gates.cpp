@@ -351,10 +351,22 @@ void check_huge(Step step) {
   dC.fill_chunk(std::vector<float>(chunk, 0.f));
   const auto c0 = labkit::random_floats(tail, labkit::gate::seed("huge C tail"));
   dC.fill_tail(c0);
-  labkit::gate::own_kernels(kStepName[int(step)], [&] {
-    run(step, kHuge.M, kHuge.N, kHuge.K, dA.data(), dB.data(), static_cast<float*>(dC.data()));
-  });
-  LABKIT_CUDA(cudaDeviceSynchronize());
+  try {
+    labkit::gate::own_kernels(kStepName[int(step)], [&] {
+      run(step, kHuge.M, kHuge.N, kHuge.K, dA.data(), dB.data(), static_cast<float*>(dC.data()));
+    });
+    LABKIT_CUDA(cudaDeviceSynchronize());
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    // A launch the grid limits refuse (every shape before had M, N <= 2048), or a fault past the arrays.
+    if (what.find("configuration") != std::string::npos)
+      FAIL(ctx << ": " << what << "\n  a grid's y and z sizes are at most 65535 blocks: with M = 131073 rows, "
+                                  "cover several rows of C per block in y, or put the rows on gridDim.x\n  "
+               << labkit::gate::reproduce_hint());
+    FAIL(ctx << ": " << what << "\n  an element index such as row * N + col computed in int turns negative past 2^31 "
+                                "elements and the store lands before C: compute it in size_t\n  "
+             << labkit::gate::reproduce_hint());
+  }
   for (const auto* buf : {&dA, &dB}) {
     const auto g = buf->check_guards();
     if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());

@@ -70,13 +70,17 @@ std::vector<std::vector<int>> real_teams() {
 // recorder; every device of the team is waited for inside the scope, so the kernels of all of them are recorded.
 // The team's streams are non-blocking: work a step puts on the legacy default stream (a cudaMemsetAsync of x, a
 // launch without a stream, an asynchronous copy of a result) is not ordered with them. The call's first
-// milliseconds are spent (labkit::spin_on_streams) on the legacy stream of every device in one call, on the team's
-// streams in the next: a step that counted on an order runs its two sides the wrong way round in one of them every
-// time, instead of only when a timing goes wrong.
+// milliseconds are spent (labkit::spin_on_streams) on the legacy stream of every device, or on the team's streams,
+// which of the two drawn per call from the gate's secret (not alternated: the gates call make and solve in pairs,
+// and every solve would get the same side): a step that counted on an order runs its two sides the wrong way round
+// in the calls of one side, instead of only when a timing goes wrong. Not in the first call that launches a kernel
+// of the step's: loading a kernel lazily (CUDA's default) waits for the device, spin included.
 constexpr double kStreamSpinMs = 2.0;  // far above a launch's few microseconds, short beside a solve
+long g_recorded_calls = 0;
 template <class F>
 auto recorded(std::string_view step, const lab08::Team& team, F&& call) {
-  static long calls = 0;
+  const bool spin_legacy =
+      labkit::gate::seed("stream spin, call " + std::to_string(g_recorded_calls++)) % 2 == 0;
   std::optional<decltype(call())> out;
   std::vector<std::pair<int, cudaStream_t>> legacy, team_streams;
   for (int k = 0; k < team.parts(); ++k) {
@@ -85,7 +89,7 @@ auto recorded(std::string_view step, const lab08::Team& team, F&& call) {
     team_streams.emplace_back(team.device(k), team.comm_stream(k));
   }
   labkit::gate::own_kernels(step, [&] {
-    labkit::spin_on_streams(calls++ % 2 == 0 ? legacy : team_streams, kStreamSpinMs);
+    labkit::spin_on_streams(spin_legacy ? legacy : team_streams, kStreamSpinMs);
     out.emplace(call());
     team.synchronize();
     for (const auto& [device, stream] : legacy) {  // the spin and what the step queued behind it, before any read
