@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "labkit/check.h"
+#include "labkit/huge.h"
 #include "labkit/random.h"
 #include "labkit/report.h"
 
@@ -227,6 +228,14 @@ void report_previous_ratio(const SpeedComparison& candidate, const std::function
 bool under_sanitizer() {
   const char* v = std::getenv("LABKIT_SANITIZER");
   return v && *v && std::string_view(v) != "0";
+}
+
+bool huge_case_left_out(std::string_view ctx) {
+  if (under_sanitizer()) return true;
+  const std::string why = HugeDeviceArray::unavailable();
+  if (why.empty()) return false;
+  std::cout << "  [" << report::current_gate() << "] " << ctx << " left out: " << why << std::endl;
+  return true;
 }
 
 std::string sanitizer_tool() { return under_sanitizer() ? std::getenv("LABKIT_SANITIZER") : ""; }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "labkit/check.h"
+#include "labkit/random.h"
 
 namespace labkit {
 
@@ -156,6 +157,16 @@ void HugeDeviceArray::copy_in(std::size_t offset, const void* host, std::size_t 
 void HugeDeviceArray::copy_out(void* host, std::size_t bytes) const {
   LABKIT_CUDA(cudaMemcpy(host, static_cast<const unsigned char*>(data()) + tail_offset(), bytes,
                          cudaMemcpyDeviceToHost));
+}
+
+KnownHugeFloats fill_random(HugeDeviceArray& array, std::uint64_t seed) {
+  KnownHugeFloats known;
+  known.chunk = random_floats(array.chunk_bytes() / sizeof(float), derive_seed(seed, "chunk"));
+  known.tail = random_floats(array.tail_bytes() / sizeof(float), derive_seed(seed, "tail"));
+  known.first = array.tail_offset() / sizeof(float);
+  array.fill_chunk(known.chunk);
+  array.fill_tail(known.tail);
+  return known;
 }
 
 }  // namespace labkit

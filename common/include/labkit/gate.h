@@ -152,6 +152,10 @@ bool under_sanitizer();
 // The tool the gate runs under ("memcheck", "racecheck"; what LABKIT_SANITIZER says), "" when none: for a gate
 // whose cost under one tool differs from the other's.
 std::string sanitizer_tool();
+// Whether a case past 2^32 elements (its arrays labkit::HugeDeviceArray ranges) is left out: under a sanitizer (2^32
+// elements under memcheck take far too long), or where the driver cannot map such a range, which a console line
+// names with `ctx`.
+bool huge_case_left_out(std::string_view ctx);
 
 // The grader's default memory and race checks (every graded run, labgrade's check_with_sanitizers) also set
 // LABKIT_SANITIZER_SMALL=1: then every SanitizerCap is kSmallShapesDivisor times smaller. `labgrade --sanitize`

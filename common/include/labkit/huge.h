@@ -17,6 +17,7 @@
 // machine without a driver.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -71,5 +72,14 @@ class HugeDeviceArray {
   unsigned long long chunk_handle_ = 0, tail_handle_ = 0;
   std::size_t mapped_ = 0;  // bytes mapped from base_ on, for the destructor
 };
+
+// An input range whose every element the host knows: the chunk and the tail filled with random floats (from two
+// seeds derived from `seed`), kept on the host. at(i) is element i's value, the chunk's below the tail.
+struct KnownHugeFloats {
+  std::vector<float> chunk, tail;
+  std::size_t first = 0;  // the tail's first element
+  float at(std::size_t i) const { return i < first ? chunk[i % chunk.size()] : tail[i - first]; }
+};
+KnownHugeFloats fill_random(HugeDeviceArray& array, std::uint64_t seed);
 
 }  // namespace labkit

@@ -210,28 +210,20 @@ bool race_checked(const Shape& s) {
 const Shape kHuge = {65553, 65573};  // 4,298,506,869 elements
 
 void check_huge(Step step) {
-  if (labkit::gate::under_sanitizer()) return;
   const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(kHuge) + " (past 2^32 elements)";
-  if (const std::string why = labkit::HugeDeviceArray::unavailable(); !why.empty()) {
-    std::cout << "[lab02] " << ctx << " left out: " << why << "\n";
-    return;
-  }
+  if (labkit::gate::huge_case_left_out(ctx)) return;
   const std::size_t n = std::size_t(kHuge.rows) * std::size_t(kHuge.cols);
   labkit::HugeDeviceArray din(n * sizeof(float), 1 << 21), dout(n * sizeof(float), 1 << 21);
-  const std::size_t chunk = din.chunk_bytes() / sizeof(float), in_first = din.tail_offset() / sizeof(float);
+  const labkit::KnownHugeFloats in = labkit::fill_random(din, labkit::gate::seed("huge in"));
   const std::size_t out_first = dout.tail_offset() / sizeof(float), tail = dout.tail_bytes() / sizeof(float);
-  const auto in_chunk = labkit::random_floats(chunk, labkit::gate::seed("huge in chunk"));
-  const auto in_tail = labkit::random_floats(din.tail_bytes() / sizeof(float), labkit::gate::seed("huge in tail"));
-  din.fill_chunk(in_chunk);
-  din.fill_tail(in_tail);
-  dout.fill_chunk(std::vector<float>(chunk, 0.f));
+  dout.fill_chunk(std::vector<float>(dout.chunk_bytes() / sizeof(float), 0.f));
   dout.fill_tail(std::vector<float>(tail, labkit::poison_value<float>()));
   labkit::gate::own_kernels(kStepName[int(step)], [&] {
     run(step, kHuge.rows, kHuge.cols, static_cast<const float*>(din.data()), static_cast<float*>(dout.data()));
   });
   LABKIT_CUDA(cudaDeviceSynchronize());
   const auto got = dout.read_tail<float>();
-  auto in_at = [&](std::size_t i) { return i < in_first ? in_chunk[i % chunk] : in_tail[i - in_first]; };
+  auto in_at = [&](std::size_t i) { return in.at(i); };
   std::size_t wrong = 0, unwritten = 0, first_wrong = tail;
   for (std::size_t k = 0; k < tail; ++k) {
     const std::size_t j = out_first + k;

@@ -121,15 +121,6 @@ void check_strided(std::size_t n, int stride) {
 // past 2^32 elements are labkit::HugeDeviceArrays (one 16 MiB chunk mapped over and over, then a tail with memory
 // of its own): every element of `in` has a known value, and what a step wrote is checked where it has memory of
 // its own. Left out under a sanitizer and where the driver cannot map such a range.
-bool huge_left_out(const std::string& ctx) {
-  if (labkit::gate::under_sanitizer()) return true;
-  if (const std::string why = labkit::HugeDeviceArray::unavailable(); !why.empty()) {
-    std::cout << "  [lab03] " << ctx << " left out: " << why << std::endl;
-    return true;
-  }
-  return false;
-}
-
 const char* const kWrapHint =
     ": an index computed in int wraps past 2^31 elements (in unsigned past 2^32); n is a size_t, and so must be "
     "the element index, e.g. std::size_t(blockIdx.x) * blockDim.x + threadIdx.x, and i * stride computed in size_t";
@@ -139,15 +130,11 @@ void check_offset_huge() {
   const std::size_t n = (std::size_t(1) << 32) + 5;
   const int offset = 1;
   const std::string ctx = "step 1 (copy_offset), n=" + std::to_string(n) + " offset=1 (past 2^32 elements)";
-  if (huge_left_out(ctx)) return;
+  if (labkit::gate::huge_case_left_out(ctx)) return;
   const std::size_t total = n + offset;
   labkit::HugeDeviceArray din(total * sizeof(float), std::size_t(1) << 21);
   labkit::HugeDeviceArray dout(total * sizeof(float), std::size_t(1) << 21);
-  const std::size_t chunk = din.chunk_bytes() / sizeof(float), in_first = din.tail_offset() / sizeof(float);
-  const auto in_chunk = labkit::random_floats(chunk, labkit::gate::seed("huge offset in chunk"));
-  const auto in_tail = labkit::random_floats(din.tail_bytes() / sizeof(float), labkit::gate::seed("huge offset tail"));
-  din.fill_chunk(in_chunk);
-  din.fill_tail(in_tail);
+  const labkit::KnownHugeFloats in = labkit::fill_random(din, labkit::gate::seed("huge offset in"));
   const std::size_t out_first = dout.tail_offset() / sizeof(float), tail = dout.tail_bytes() / sizeof(float);
   dout.fill_chunk(std::vector<float>(dout.chunk_bytes() / sizeof(float), 0.f));
   dout.fill_tail(std::vector<float>(tail, labkit::poison_value<float>()));
@@ -156,13 +143,12 @@ void check_offset_huge() {
   });
   LABKIT_CUDA(cudaDeviceSynchronize());
   const auto got = dout.read_tail<float>();
-  auto in_at = [&](std::size_t j) { return j < in_first ? in_chunk[j % chunk] : in_tail[j - in_first]; };
   for (std::size_t k = 0; k < tail; ++k) {
     const std::size_t j = out_first + k;
-    const float expected = j < total ? in_at(j) : labkit::poison_value<float>();
+    const float expected = j < total ? in.at(j) : labkit::poison_value<float>();
     if (std::memcmp(&got[k], &expected, sizeof(float)) != 0)
       FAIL(ctx << ": out[" << j << "] is " << got[k] << (labkit::is_poison(got[k]) ? " (never written)" : "")
-               << ", in[" << j << "] is " << in_at(std::min(j, total - 1)) << kWrapHint << "\n  "
+               << ", in[" << j << "] is " << in.at(std::min(j, total - 1)) << kWrapHint << "\n  "
                << labkit::gate::reproduce_hint());
   }
   labkit::gate::require(labkit::Verdict{}, ctx);
@@ -173,14 +159,10 @@ void check_strided_huge() {
   const std::size_t n = (std::size_t(1) << 27) + 5;
   const int stride = 32;
   const std::string ctx = "step 2 (copy_strided), n=" + std::to_string(n) + " stride=32 (in past 2^32 elements)";
-  if (huge_left_out(ctx)) return;
+  if (labkit::gate::huge_case_left_out(ctx)) return;
   const std::size_t in_count = (n - 1) * stride + 1;
   labkit::HugeDeviceArray din(in_count * sizeof(float), std::size_t(1) << 21);
-  const std::size_t chunk = din.chunk_bytes() / sizeof(float), in_first = din.tail_offset() / sizeof(float);
-  const auto in_chunk = labkit::random_floats(chunk, labkit::gate::seed("huge strided in chunk"));
-  const auto in_tail = labkit::random_floats(din.tail_bytes() / sizeof(float), labkit::gate::seed("huge strided tail"));
-  din.fill_chunk(in_chunk);
-  din.fill_tail(in_tail);
+  const labkit::KnownHugeFloats in = labkit::fill_random(din, labkit::gate::seed("huge strided in"));
   labkit::GuardedBuffer<float> dout(n, "out");
   dout.poison();
   labkit::gate::own_kernels("step 2 (copy_strided)", [&] {
@@ -191,7 +173,7 @@ void check_strided_huge() {
   const auto out = dout.download();
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t j = i * stride;
-    const float expected = j < in_first ? in_chunk[j % chunk] : in_tail[j - in_first];
+    const float expected = in.at(j);
     if (std::memcmp(&out[i], &expected, sizeof(float)) != 0)
       FAIL(ctx << ": out[" << i << "] is " << out[i] << (labkit::is_poison(out[i]) ? " (never written)" : "")
                << ", in[" << j << "] is " << expected << kWrapHint << "\n  " << labkit::gate::reproduce_hint());
