@@ -168,10 +168,6 @@ GuardScan scan_guard_device(const void* base, std::size_t begin, std::size_t end
   return s;
 }
 
-}  // namespace labkit
-
-namespace labkit {
-
 void spin_on_streams(const std::vector<std::pair<int, cudaStream_t>>& where, double ms) {
   int current = 0;
   LABKIT_CUDA(cudaGetDevice(&current));

@@ -59,7 +59,7 @@ __global__ void relabelled_rows_kernel(std::int32_t n, const std::int32_t* row_p
 
 }  // namespace
 
-DeviceRelabel::DeviceRelabel(const Csr& A) : n_(A.rows), nnz_(A.nnz()) {
+DeviceRelabel::DeviceRelabel(const Csr& A) : n_(A.rows) {
   A.validate();
   if (A.rows != A.cols)
     throw std::invalid_argument("DeviceRelabel: the matrix is " + std::to_string(A.rows) + " x " +

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <numeric>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -311,17 +312,17 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   // otherwise end the timing on a round of its choosing, after rounds that nobody verified (the late verified round
   // is placed among the rounds the count leaves). The other side of it: calls that slow down after the first rounds
   // all still run (up to max_repeats); the gate's time limit bounds what that costs.
-  int counted_rounds = opt.max_repeats;
+  std::optional<int> counted_rounds;  // set after the first min_repeats counted rounds
   int round = 0;
-  for (; static_cast<int>(tb.size()) < std::min(counted_rounds, opt.max_repeats); ++round) {
+  for (; static_cast<int>(tb.size()) < counted_rounds.value_or(opt.max_repeats); ++round) {
     one_round(round);
-    if (static_cast<int>(tb.size()) != std::max(1, opt.min_repeats) || counted_rounds != opt.max_repeats) continue;
+    if (counted_rounds || static_cast<int>(tb.size()) < std::max(1, opt.min_repeats)) continue;
     const double per_round = total / static_cast<double>(tb.size());
     const double wanted = per_round > 0 ? std::ceil(2 * opt.budget_ms / per_round) : double(opt.max_repeats);
     counted_rounds = static_cast<int>(std::clamp(wanted, double(opt.min_repeats), double(opt.max_repeats)));
     // The late verified round (TimedCase::late_draw), among the rounds still to come but the last (its call is
     // verified anyway).
-    const int more = counted_rounds - opt.min_repeats - 1;
+    const int more = *counted_rounds - opt.min_repeats - 1;
     if (tc.late_draw && more > 0) late_round = round + 1 + static_cast<int>(tc.late_draw % std::uint64_t(more));
   }
   // A stalled median (stalled_median): more rounds until neither side's is, the candidate's with its escaped work

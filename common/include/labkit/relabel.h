@@ -49,11 +49,9 @@ class DeviceRelabel {
   explicit DeviceRelabel(const Csr& A);  // A square and valid
   // values may be null: the caller fills B's values itself (the SpMV speed gate draws them per call).
   void draw(std::uint64_t seed, std::int32_t* row_ptr, std::int32_t* col_idx, double* values);
-  std::int32_t rows() const noexcept { return n_; }
-  std::int32_t nnz() const noexcept { return nnz_; }
 
  private:
-  std::int32_t n_ = 0, nnz_ = 0;
+  std::int32_t n_ = 0;
   DeviceBuffer<std::int32_t> row_ptr_, col_idx_;
   DeviceBuffer<double> values_;
   DeviceBuffer<std::int32_t> new_label_, old_label_, lengths_;
