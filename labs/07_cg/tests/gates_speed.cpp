@@ -134,8 +134,8 @@ void check_solver_at_size(Solver s, DevCsr& A, labkit::DeviceBuffer<double>& b, 
                           std::to_string(iters) + " iterations";
   if (res.iterations != iters) FAIL(ctx << ": did " << res.iterations << " iterations: " << res.message);
   // The trusted CG reads b and A from the buffers the step was handed, which it could have written (a zero b has
-  // the answer x = 0): both are written again first.
-  labkit::fill_random_device(b.data(), std::size_t(n), b_seed);
+  // the answer x = 0): b is checked against its seed (as solver_case's verify does), A written again.
+  labkit::gate::require(labkit::check_unmodified_device(b.data(), std::size_t(n), b_seed, "b"), ctx);
   A.row_ptr.upload(A.host.row_ptr);
   A.col_idx.upload(A.host.col_idx);
   A.values.upload(A.host.values);
@@ -147,9 +147,10 @@ void check_solver_at_size(Solver s, DevCsr& A, labkit::DeviceBuffer<double>& b, 
 // The TimedCase of a solver timed over runs of `iters` iterations from x0 = 0: a fresh b before every call (the
 // baseline's b too, so both do the same work) and the matrix relabelled afresh, P A P^T (values carried: an SPD
 // matrix still; the SpMV speed gate says why and how), x poisoned; afterwards the x of the candidate's last call
-// against the trusted CG on that call's b. Two CG implementations differ only in rounding (other summation orders perturb
-// alpha and beta by ~1e-16 relative); over 112 iterations that stays far below 1e-6 of ||x||_inf (5 iterations are
-// held to 1e-8 above), while an x for another b, or after another number of iterations, is off by O(1).
+// against the trusted CG on that call's b. Two CG implementations differ only in rounding (other summation orders
+// perturb alpha and beta by ~1e-16 relative); over 112 iterations that stays far below 1e-6 of ||x||_inf (5
+// iterations are held to 1e-8 above), while an x for another b, or after another number of iterations, is off by
+// O(1).
 labkit::TimedCase solver_case(Solver s, DevCsr& A, labkit::DeviceRelabel& relabel, labkit::DeviceBuffer<double>& b,
                               labkit::GuardedBuffer<double>& x, LastCandidateCall& last, int iters) {
   labkit::TimedCase tc;
