@@ -180,7 +180,7 @@ OverlapTimes time_overlap(const lab09::Grid& g, lab09::Engine& e, std::uint64_t 
                  B.ptr() + std::size_t(kb / g.P) * b, ld, C.ptr(), ld);
   };
   std::vector<double> comm, upd, step3;
-  std::string t_problem;
+  OverlapTimes t;
   for (int rep = 0; rep < kRepetitions; ++rep) {
     const double t_comm = timed_ms(comm_alone), t_upd = timed_ms(updates_alone);
     if (g.member()) {
@@ -197,17 +197,13 @@ OverlapTimes time_overlap(const lab09::Grid& g, lab09::Engine& e, std::uint64_t 
     if (rep > 0) comm.push_back(t_comm), upd.push_back(t_upd), step3.push_back(t_step3);
     // Every repetition's product, not only the last: a step that knows the gate's repetition count could skip its
     // broadcasts in the timed ones (two local GEMMs, no deadlock) and work only in the last.
-    if (g.member() && t_problem.empty()) {
-      t_problem = check_sampled_product(g, a_seed(seed, rep), seed, C.ptr());
-      if (!t_problem.empty()) t_problem = "repetition " + std::to_string(rep) + ": " + t_problem;
+    if (g.member() && t.problem.empty()) {
+      t.problem = check_sampled_product(g, a_seed(seed, rep), seed, C.ptr());
+      if (!t.problem.empty()) t.problem = "repetition " + std::to_string(rep) + ": " + t.problem;
     }
   }
-  OverlapTimes t;
   t.comm_ms = median_of(comm), t.updates_ms = median_of(upd), t.step3_ms = median_of(step3);
-  if (g.member()) {
-    cudaFreeHost(stage_a), cudaFreeHost(stage_b), cudaFree(panel);
-    t.problem = t_problem;
-  }
+  if (g.member()) cudaFreeHost(stage_a), cudaFreeHost(stage_b), cudaFree(panel);
   return t;
 }
 
