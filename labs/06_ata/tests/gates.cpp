@@ -540,7 +540,9 @@ void require_matches_dgemm(Step candidate, const Shape& s, const labkit::Guarded
   labkit::GuardedBuffer<double> trusted(std::size_t(s.N) * s.N, "C (cublasDgemm)");
   trusted.poison();
   reference_dgemm(s.M, s.N, dA.data(), trusted.data());
-  LABKIT_CUDA(cudaDeviceSynchronize());  // cublas() runs on whatever stream the student's step 1 gave it
+  // The gate's own handle (gate_blas(), on the legacy default stream): an error of its cublasDgemm shows here, not
+  // in the checks below.
+  LABKIT_CUDA(cudaDeviceSynchronize());
   // Host copies kept for the process (512 MB each at N = 8192: fresh ones cost more in page faults than the
   // comparison), filled only for a host check.
   static std::vector<double> out, t;
