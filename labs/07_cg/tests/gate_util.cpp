@@ -14,8 +14,8 @@ labkit::CusparseHandle& cusparse() {
 }
 
 // Row i's error is <= (len_i + 1) u sum_j |a_ij x_j| for any order of its sum; x 2 for the products.
-double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x, const std::vector<double>* values) {
-  const double* a = values ? values->data() : A.values.data();
+double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x) {
+  const double* a = A.values.data();
   double worst = 0;
   for (double w : labkit::parallel_parts<double>(std::size_t(A.rows), [&](std::size_t b, std::size_t e) {
          double part = 0;
@@ -28,23 +28,6 @@ double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x, const 
        }))
     worst = std::max(worst, w);
   return worst;
-}
-
-std::vector<double> spmv_ref_parallel(const labkit::Csr& A, const std::vector<double>& x,
-                                      const std::vector<double>* values) {
-  const double* a = values ? values->data() : A.values.data();
-  std::vector<double> y(std::size_t(A.rows));
-  labkit::parallel_for(
-      y.size(),
-      [&](std::size_t b, std::size_t e) {
-        for (std::size_t i = b; i < e; ++i) {
-          long double acc = 0;
-          for (int k = A.row_ptr[i]; k < A.row_ptr[i + 1]; ++k) acc += (long double)a[k] * x[A.col_idx[k]];
-          y[i] = double(acc);
-        }
-      },
-      labkit::kElementGrain);
-  return y;
 }
 
 // A rectangular matrix with empty rows (their y must still be written: 0) and one row longer than 32 warps.

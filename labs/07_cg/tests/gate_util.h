@@ -130,15 +130,9 @@ inline lab07::CgResult solve(Solver s, const lab07::DeviceCsr& A, const double* 
 }
 
 
-// Row i's error bound of an SpMV, used by the step 3 gates and the SpMV speed gate (rows on every core; the largest
-// bound does not depend on the split).
-// `values`, when given, replace A.values (nnz of them: the SpMV speed gate draws its matrix's values per call).
-double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x, const std::vector<double>* values = nullptr);
-// labkit::spmv_ref on every core: each row's sum in long double in the same order, so the same values. For the
-// gate's own matrices only (it does not validate A, which spmv_ref does for a caller's matrix; at 5*10^7
-// entries that and the single core cost the SpMV speed gate ~0.3 s). `values` as in spmv_abs_bound.
-std::vector<double> spmv_ref_parallel(const labkit::Csr& A, const std::vector<double>& x,
-                                      const std::vector<double>* values = nullptr);
+// The largest row error bound of an SpMV, used by the step 3 gates (rows on every core; the largest bound does not
+// depend on the split).
+double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x);
 // A rectangular matrix with empty rows and one row longer than 32 warps (step 3, and the solvers' argument checks).
 labkit::Csr irregular_matrix(std::uint64_t seed, bool transposed = false);
 // ||b - A x|| / ||b|| in long double on the CPU.
