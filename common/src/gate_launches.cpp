@@ -51,6 +51,11 @@ detail::RecordedWork& detail::recorded_work() {
   return work;
 }
 
+std::string detail::function_of(std::string_view label) {
+  const std::size_t close = label.find(')');
+  return std::string(close == std::string_view::npos ? label : label.substr(0, close + 1));
+}
+
 namespace {
 
 // Recorder scopes nest only inside scopes of the gates' own: a recorder that some other code left running (a step
@@ -92,6 +97,9 @@ void check_call(std::string_view step, const std::vector<launches::Kernel>& ran)
   detail::RecordedWork& work = detail::recorded_work();
   ++work.scopes;
   work.kernels += static_cast<long>(ran.size());
+  detail::RecordedWork::Function& f = work.functions[detail::function_of(step)];
+  ++f.scopes;
+  f.kernels += static_cast<long>(ran.size());
   for (const auto& k : ran)
     if (k.shared_bytes > 0 && launches::classify(k, launches::own_symbols()).own()) ++work.own_shared_memory_kernels;
   work.step = std::string(step);

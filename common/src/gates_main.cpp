@@ -228,6 +228,15 @@ std::string unreported_end() {
                 "GPU, in a kernel (or in the library the step is about)");
     return "failed";
   }
+  // One function of several the gate records that ran none, while the others did: its answers came from the host.
+  for (const auto& [function, f] : work.functions)
+    if (f.scopes > 0 && f.kernels == 0) {
+      add_message(function + " ran no kernel in any of its " + std::to_string(f.scopes) +
+                  " recorded calls, while the gate's other functions did: its answers came from host code and "
+                  "copies, and this function's work must run on the GPU too, in a kernel (or in the library the "
+                  "step is about)");
+      return "failed";
+    }
   // A step whose idea is a tile in shared memory (the rubric's needs_shared_memory) that used none: an earlier
   // step's kernel copied into its file passes every check of values, and only this tells it from the step.
   const labkit::RubricGate* rg = labkit::gate::rubric().find(labkit::report::current_gate());

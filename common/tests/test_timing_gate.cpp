@@ -348,3 +348,13 @@ TEST_CASE("a fixed cost beyond the allowance counts as time of the units", "[cpu
   const std::string why = labkit::gate::speed_problem(limited, 0.9, std::nullopt, "base", "cand");
   CHECK(why.find("allowed for its fixed cost") != std::string::npos);
 }
+
+TEST_CASE("a recorded scope's function is its label up to the first ')'", "[cpu][launches]") {
+  using labkit::gate::detail::function_of;
+  CHECK(function_of("step 6 (count_nonfinite), n = 9") == "step 6 (count_nonfinite)");
+  CHECK(function_of("step 6 (count_nonfinite)") == "step 6 (count_nonfinite)");
+  CHECK(function_of("step 2 (axpy: y = a x + y), n = 1000, a = 1.5") == "step 2 (axpy: y = a x + y)");
+  CHECK(function_of("step 1 (copy_offset), n = 33 (offsets 0-32)") == "step 1 (copy_offset)");
+  CHECK(function_of("a label without parentheses") == "a label without parentheses");
+  CHECK(function_of("") == "");
+}

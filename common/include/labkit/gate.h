@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,14 +34,24 @@ BodyRuns& body_runs();
 // The current gate's launch-recorder scopes (labkit::gate::own_kernels, launches.h) that ran to their end, and the
 // kernels of any origin they saw (reset when a gate starts). A gate whose step ran in the recorder and never ran a
 // single kernel fails (gates_main.cpp): its answers came from host code and copies, not from the GPU work the step
-// is about.
+// is about. So does a gate in which one of the functions it records ran none, while another did: a gate that checks
+// two functions of a step (lab 05's count_nonfinite beside saxpy_device_vector) would otherwise pass one written as
+// a host loop. A scope's function is its label up to the first ')' ("step 6 (count_nonfinite)" of
+// "step 6 (count_nonfinite), n = 9"), or the whole label.
 struct RecordedWork {
   int scopes = 0;
   long kernels = 0;
   long own_shared_memory_kernels = 0;  // launches of kernels compiled into the binary that had shared memory
   std::string step;  // as the gate named it in its last scope
+  struct Function {
+    int scopes = 0;
+    long kernels = 0;
+  };
+  std::map<std::string, Function> functions;  // by function_of(label)
 };
 RecordedWork& recorded_work();
+// A scope label's function (see RecordedWork).
+std::string function_of(std::string_view label);
 }  // namespace labkit::gate::detail
 
 #define LABKIT_GATE_CAT2(a, b) a##b
