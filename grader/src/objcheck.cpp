@@ -150,6 +150,13 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use, "cudaDeviceGraphMemTrim", "changes the device's graph memory, which is shared"},
     {SymbolRule::forbid_use, "cudaCtxResetPersistingL2Cache", "changes what the whole device keeps in L2"},
     {SymbolRule::forbid_use, "cudaDeviceReset", "destroys the gates' device memory and handles"},
+    // Another process's device memory. No lab needs it (lab 08 is one process; lab 09's ranks exchange their panels
+    // through MPI, as the lab is about): a lab 09 step that read its neighbour's A over NVLink instead of receiving
+    // the broadcasts would time a transport the gate's communication baseline does not use, as "hidden" work.
+    {SymbolRule::forbid_use, "cudaIpc*", "opens another process's device memory (lab 09 moves data through MPI)"},
+    {SymbolRule::forbid_use, "cuIpc*", "opens another process's device memory (lab 09 moves data through MPI)"},
+    {SymbolRule::forbid_use, "cuMemExportToShareableHandle", "shares device memory with another process"},
+    {SymbolRule::forbid_use, "cuMemImportFromShareableHandle", "maps another process's device memory"},
     // What the gates read from the environment (LABKIT_SANITIZER, the seed, the result channel).
     {SymbolRule::forbid_use, "setenv", "changes an environment variable that the gates read"},
     {SymbolRule::forbid_use, "putenv", "changes an environment variable that the gates read"},

@@ -165,7 +165,10 @@ TEST_CASE("what a student object may not use", "[objcheck]") {
                            // Library loggers: code or output inside every library call, the baselines' too.
                            "cublasSetLoggerCallback", "cublasLoggerConfigure", "cublasLtLoggerSetCallback",
                            "cublasLtLoggerSetFile", "cusparseLoggerSetCallback", "cusparseLoggerSetLevel",
-                           "cudaLogsRegisterCallback"}) {
+                           "cudaLogsRegisterCallback",
+                           // Another process's device memory (lab 09's ranks must use MPI).
+                           "cudaIpcGetMemHandle", "cudaIpcOpenMemHandle", "cuIpcOpenMemHandle_v2",
+                           "cuMemImportFromShareableHandle"}) {
     INFO(name);
     auto f = check_one(name, 'U');
     REQUIRE(f.size() == 1);
