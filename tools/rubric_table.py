@@ -45,7 +45,12 @@ def passes_when(g):
     if kind == "cpu":
         return "the CPU check holds"
     if kind == "correctness":
-        return "right on every shape"
+        text = "right on every shape"
+        if g.get("needs_shared_memory"):
+            text += "; a kernel of yours that it ran loads from shared memory"
+        if g.get("needs_instructions"):
+            text += "; a kernel of yours that it ran holds " + " or ".join(g["needs_instructions"])
+        return text
     metric = g.get("metric", "ratio")
     text = f"{metric} ≥ {num(g['threshold'])}"
     if g.get("baseline"):

@@ -107,6 +107,23 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
       if (gate.needs_shared_memory && gate.kind != "correctness")
         fail(source, where(node) + ": gate `" + gate.id + "`: needs_shared_memory is for correctness gates");
     }
+    if (const toml::node* n = g->get("needs_instructions")) {
+      const toml::array* a = n->as_array();
+      const auto bad = [&] {
+        fail(source, where(node) + ": gate `" + gate.id +
+                         "`: needs_instructions takes a list of SASS opcodes in capitals (\"DMMA\")");
+      };
+      if (!a || a->empty()) bad();
+      for (const toml::node& e : *a) {
+        const auto* v = e.as_string();
+        if (!v || v->get().empty()) bad();
+        for (char c : v->get())
+          if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) bad();
+        gate.needs_instructions.push_back(v->get());
+      }
+      if (gate.kind != "correctness")
+        fail(source, where(node) + ": gate `" + gate.id + "`: needs_instructions is for correctness gates");
+    }
     gate.hidden = (*g)["hidden"].value_or(false);
     gate.hint = (*g)["hint"].value_or(std::string{});
     if (gate.kind == "speed" && (!gate.threshold || gate.metric.empty()))

@@ -14,6 +14,7 @@
 
 #include "devices.h"
 #include "progress.h"
+#include "sass.h"
 #include "stepbuild.h"
 #include "writers.h"
 
@@ -202,6 +203,8 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
       used += run_one_process(lab, spec, todo, speed, hidden, used, turns);
       if (speed) time_lost_again(lab, spec, todo, hidden, before, turns);
     }
+    // The machine code of the kernels these gates ran, for the steps about an instruction (sass.h).
+    if (!spec.exe.empty()) check_instructions(lab, spec.exe, hidden);
     // The checks of these gates.
     GpuTurns::Turn turn(turns, false);
     if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run

@@ -214,6 +214,8 @@ LabResult make_lab_result(const labkit::Rubric& rubric, const std::string& lab_n
     g.max_ratio = rg->max_ratio;
     g.hint = rg->hint;
     g.gpus = rg->gpus;
+    g.needs_shared_memory = rg->needs_shared_memory;
+    g.needs_instructions = rg->needs_instructions;
     g.status = Status::missing;
     lab.gates.push_back(std::move(g));
   }

@@ -60,6 +60,9 @@ struct GateResult {
   std::optional<double> max_ratio;  // a `ratio` above it is beyond the hardware: re-checked by apply_rubric too
   std::string hint;
   int gpus = 1;           // the GPUs the gate needs (its rubric entry's `gpus`)
+  // The rubric's checks of the machine code of the kernels the gate's recorded calls ran (sass.h).
+  bool needs_shared_memory = false;
+  std::vector<std::string> needs_instructions;
   std::string sanitizer;  // compute-sanitizer findings attributed to this gate (--sanitize)
 };
 

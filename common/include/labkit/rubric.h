@@ -32,7 +32,11 @@
 //                                 # the gate
 //   needs_shared_memory = true    # correctness gates of a step whose idea is a tile in shared memory: the gate
 //                                 # fails when none of the kernels of the student's own that its recorded calls
-//                                 # ran used shared memory (an earlier step's kernel copied into the file)
+//                                 # ran used shared memory (an earlier step's kernel copied into the file); the
+//                                 # grader also looks in those kernels' machine code for a shared-memory load
+//   needs_instructions = ["DMMA"] # correctness gates of a step about an instruction (fp64 tensor cores): the
+//                                 # grader fails the gate when no kernel of the student's own that its recorded
+//                                 # calls ran has one of these SASS opcodes in its machine code (cuobjdump)
 //   gpus = 2                      # optional (default 1, at most the lab's `gpus`): the GPUs this gate needs. Where
 //                                 # the lab sees fewer (one or more), the grader reports it `skipped` without
 //                                 # running it: a speed process whose every gate needs more GPUs is not started,
@@ -57,6 +61,7 @@ struct RubricGate {
   std::optional<double> max_ratio;   // speed gates: above this the measurement is impossible, the gate fails
   std::vector<std::string> allow_libraries;  // library kernels allowed inside the step (empty: the student's own only)
   bool needs_shared_memory = false;          // some own kernel of the step's recorded calls must use shared memory
+  std::vector<std::string> needs_instructions;  // SASS opcodes, one of which some such kernel's code must hold
   int gpus = 1;                              // the GPUs the gate needs (at most the lab's)
   bool hidden = false;
   std::string hint;

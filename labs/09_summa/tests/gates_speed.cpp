@@ -63,7 +63,8 @@ lab09::Engine& baseline_engine() {
       LABKIT_CUDA(cudaSetDevice(b.device));
       LABKIT_CUDA(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
       if (cublasCreate(&b.blas) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
-      if (cublasSetStream(b.blas, b.stream) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasSetStream failed");
+      if (cublasSetStream(b.blas, b.stream) != CUBLAS_STATUS_SUCCESS)
+        throw std::runtime_error("cublasSetStream failed");
     }
     return b;
   }();

@@ -1,0 +1,163 @@
+#include "sass.h"
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+#include "objcheck.h"  // demangle
+#include "runner_internal.h"
+#include "util.h"
+
+namespace labgrade {
+
+namespace {
+
+// Shared-memory loads: LDS (any width), LDSM (ldmatrix). A tile staged with cp.async (LDGSTS) or plain stores (STS)
+// is still read back with one of these.
+const std::set<std::string> kSharedLoads = {"LDS", "LDSM"};
+
+std::string list_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < 4; ++i) out += (i ? ", " : "") + demangle(names[i]);
+  if (names.size() > 4) out += " and " + std::to_string(names.size() - 4) + " more";
+  return out;
+}
+
+std::string join_set(const std::vector<std::string>& v, const char* last) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? last : ", ") + v[i];
+  return out;
+}
+
+}  // namespace
+
+SassOpcodes parse_sass(const std::string& text) {
+  SassOpcodes out;
+  std::set<std::string>* current = nullptr;
+  for (const std::string& line : split_lines(text)) {
+    const std::size_t f = line.find("Function : ");
+    if (f != std::string::npos) {
+      std::string name = line.substr(f + 11);
+      while (!name.empty() && (name.back() == ' ' || name.back() == '\t' || name.back() == '\r')) name.pop_back();
+      current = name.empty() ? nullptr : &out[name];
+      continue;
+    }
+    // "        /*0080*/                   @!P0 LDS.U.128 R4, [R2+0x10] ;   /* 0x... */"
+    const std::size_t open = line.find("/*");
+    if (!current || open == std::string::npos) continue;
+    const std::size_t close = line.find("*/", open + 2);
+    if (close == std::string::npos || close == open + 2) continue;
+    bool address = true;  // the first comment holds the instruction's address: hex digits only
+    for (std::size_t k = open + 2; k < close; ++k)
+      address = address && std::isxdigit(static_cast<unsigned char>(line[k]));
+    if (!address) continue;
+    std::size_t k = close + 2;
+    auto next_token = [&] {
+      while (k < line.size() && (line[k] == ' ' || line[k] == '\t' || line[k] == '{')) ++k;
+      const std::size_t b = k;
+      while (k < line.size() && line[k] != ' ' && line[k] != '\t' && line[k] != ';') ++k;
+      return line.substr(b, k - b);
+    };
+    std::string op = next_token();
+    if (!op.empty() && op[0] == '@') op = next_token();  // a predicate: @P0, @!PT
+    op = op.substr(0, op.find('.'));
+    const auto opcode_char = [](char c) {
+      return std::isupper(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c));
+    };
+    if (!op.empty() && std::all_of(op.begin(), op.end(), opcode_char)) current->insert(op);
+  }
+  return out;
+}
+
+std::optional<std::string> judge_instructions(const GateResult& g, const SassOpcodes& code) {
+  auto listed = [&](const char* list) {
+    const auto it = g.names.find(list);
+    return it == g.names.end() ? std::vector<std::string>{} : it->second;
+  };
+  auto holds = [&](const std::string& kernel, const std::set<std::string>& ops) {
+    const auto it = code.find(kernel);
+    return it != code.end() &&
+           std::any_of(ops.begin(), ops.end(), [&](const std::string& op) { return it->second.count(op) > 0; });
+  };
+  std::optional<std::string> verdict;
+  if (g.needs_shared_memory) {
+    const std::vector<std::string> kernels = listed("shared_memory_kernels");
+    const bool all_found = !kernels.empty() && std::all_of(kernels.begin(), kernels.end(),
+                                                           [&](const std::string& k) { return code.count(k) > 0; });
+    if (std::any_of(kernels.begin(), kernels.end(), [&](const std::string& k) { return holds(k, kSharedLoads); })) {
+      verdict = "";
+    } else if (all_found) {
+      return "the kernel(s) of yours that ran with shared memory never read it: their machine code (cuobjdump "
+             "--dump-sass) has no shared-memory load (LDS): " +
+             list_names(kernels) +
+             ". Shared memory requested at launch, or written and never read, is not a tile: this step stages its "
+             "operands in shared memory and reads them from there";
+    }
+  }
+  if (!g.needs_instructions.empty()) {
+    std::vector<std::string> found;
+    for (const std::string& k : listed("step_kernels"))
+      if (code.count(k)) found.push_back(k);
+    if (found.empty()) return verdict;
+    const std::set<std::string> wanted(g.needs_instructions.begin(), g.needs_instructions.end());
+    if (std::none_of(found.begin(), found.end(), [&](const std::string& k) { return holds(k, wanted); }))
+      return "no kernel of yours that the gate's calls ran holds " + join_set(g.needs_instructions, " or ") +
+             " in its machine code (cuobjdump --dump-sass): " + list_names(found) +
+             ". The values are right, but this step is about those instructions, and a kernel without them (an "
+             "earlier step's) is not it";
+    verdict = "";
+  }
+  return verdict;
+}
+
+void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
+  using detail::add_note;
+  std::set<std::string> kernels;
+  std::vector<GateResult*> gates;
+  for (auto& g : lab.gates) {
+    if (g.hidden != hidden || g.status != Status::passed) continue;
+    if (!g.needs_shared_memory && g.needs_instructions.empty()) continue;
+    gates.push_back(&g);
+    for (const char* list : {"shared_memory_kernels", "step_kernels"})
+      if (auto it = g.names.find(list); it != g.names.end()) kernels.insert(it->second.begin(), it->second.end());
+  }
+  if (gates.empty() || kernels.empty()) return;
+  const auto cuobjdump = find_program("cuobjdump", {"/usr/local/cuda/bin"});
+  if (!cuobjdump) {
+    add_note(lab, "machine-code checks not done: cuobjdump was not found (it comes with the CUDA toolkit)");
+    return;
+  }
+  // Only the kernels the gates ran: a gate binary with Thrust's sorts holds hundreds of thousands of lines of SASS.
+  CommandResult r = run_command({cuobjdump->string(), "--dump-sass", "--function",
+                                 join(std::vector<std::string>(kernels.begin(), kernels.end()), ","), exe.string()},
+                                120);
+  if (r.exit_code != 0 || r.output.find("Function : ") == std::string::npos)
+    r = run_command({cuobjdump->string(), "--dump-sass", exe.string()}, 300);
+  if (r.exit_code != 0) {
+    add_note(lab, "machine-code checks not done: cuobjdump --dump-sass failed (" +
+                      (r.timed_out ? std::string("it timed out") : trim_message(r.output, 2, 200)) + ")");
+    return;
+  }
+  const SassOpcodes code = parse_sass(r.output);
+  int checked = 0, failed = 0, unjudged = 0;
+  for (GateResult* g : gates) {
+    const std::optional<std::string> v = judge_instructions(*g, code);
+    if (!v) {
+      ++unjudged;
+      continue;
+    }
+    ++checked;
+    if (v->empty()) continue;
+    ++failed;
+    g->status = Status::failed;
+    g->message = *v;
+  }
+  std::string note = "machine code: " + std::to_string(checked) + (hidden ? " hidden" : "") +
+                     " gate(s) checked for the instructions their step is about";
+  if (failed) note += ", " + std::to_string(failed) + " failed";
+  if (unjudged)
+    note += "; " + std::to_string(unjudged) + " not judged (their kernels' SASS is not in the gate binary)";
+  add_note(lab, note);
+}
+
+}  // namespace labgrade

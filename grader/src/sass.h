@@ -1,0 +1,39 @@
+// The machine code of the kernels a gate's recorded calls ran, for what values cannot show.
+//
+// A correctness gate checks values, and the launch recorder (labkit/launches.h) checks which kernels ran and whether
+// they had shared memory. Neither tells what a kernel's code does: lab 01's naive kernel launched with a few bytes of
+// dynamic shared memory it never touches counts as "using shared memory", and step 6's kernel submitted as lab 06's
+// step 7a (fp64 tensor cores) gives the same exact answers. After the graded run the grader reads the SASS of those
+// kernels from the gate binary (`cuobjdump --dump-sass`) and looks for the instructions the step is about:
+//   - needs_shared_memory: a kernel of the gate's "shared_memory_kernels" loads from shared memory (LDS, LDSM);
+//   - needs_instructions: a kernel of the gate's "step_kernels" found in the binary holds one of the listed opcodes.
+// A gate that passed and fails this becomes failed, with the kernels named. What cannot be judged (no cuobjdump, no
+// kernel of the list in the binary's SASS: code only as PTX, or a library's) is left as it is, with a lab note.
+#pragma once
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "scoring.h"
+#include "util.h"
+
+namespace labgrade {
+
+// Kernel (as named in the SASS: mangled, the name CUPTI reports) -> the opcodes its code holds, without modifiers
+// ("LDS" for "LDS.U.128", "DMMA" for "DMMA.884"). Every architecture's code of a kernel is merged.
+using SassOpcodes = std::map<std::string, std::set<std::string>>;
+
+// The `cuobjdump --dump-sass` text of a binary, parsed: "Function : NAME" starts a kernel, and each instruction
+// line "/*0080*/  @!P0 LDS.U.128 R4, [R2] ;" gives its opcode.
+SassOpcodes parse_sass(const std::string& cuobjdump_text);
+
+// One gate against its rubric's needs and the parsed code: nullopt when the gate has nothing to check or it cannot
+// be judged (no kernel of its lists in `code`); else "" when it holds what it needs, or the failure's message.
+std::optional<std::string> judge_instructions(const GateResult& g, const SassOpcodes& code);
+
+// After a lab's graded run (the gates of one visibility, as run_and_score runs them): reads the SASS of the listed
+// kernels from `exe` and fails the passed gates whose kernels lack what they need; notes what could not be checked.
+void check_instructions(LabResult& lab, const fs::path& exe, bool hidden);
+
+}  // namespace labgrade

@@ -1,0 +1,123 @@
+// The machine-code checks (sass.h) on `cuobjdump --dump-sass` text written here: the parser, and the verdicts for
+// needs_shared_memory and needs_instructions. cuobjdump itself (not on the CI machine) is used on GPU machines only.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "labkit/rubric.h"
+#include "sass.h"
+
+using namespace labgrade;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+// Two kernels as cuobjdump prints them for sm_90: a tiled one (its tile stored, then read back) and a naive one.
+const char* const kDump = R"sass(
+Fatbin elf code:
+================
+arch = sm_90
+code version = [1,8]
+host = linux
+compile_size = 64bit
+
+	code for sm_90
+		Function : _ZN5lab0112_GLOBAL__N_119matmul_tiled_kernelEiiiPKfS2_Pf
+	.headerflags	@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                          /* 0x00000a00ff017b82 */
+                                                                                   /* 0x000fe40000000800 */
+        /*0010*/                   S2R R0, SR_TID.X ;                              /* 0x0000000000007919 */
+        /*0020*/              @!P0 LDG.E R3, desc[UR4][R2.64] ;                    /* 0x0000000402038981 */
+        /*0030*/                   STS [R5], R3 ;                                  /* 0x0000000305007388 */
+        /*0040*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;                   /* 0x0000000000007b1d */
+        /*0050*/                   LDS.U.128 R8, [R6+0x10] ;                       /* 0x0000100006087984 */
+        /*0060*/                   EXIT ;                                          /* 0x000000000000794d */
+		..........
+
+		Function : _ZN5lab0112_GLOBAL__N_119matmul_naive_kernelEiiiPKfS2_Pf
+	.headerflags	@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                          /* 0x00000a00ff017b82 */
+        /*0010*/                   LDG.E R4, desc[UR4][R2.64] ;                    /* 0x0000000402048981 */
+        /*0020*/                   FFMA R7, R4, R5, R7 ;                           /* 0x0000000504077223 */
+        /*0030*/                   STG.E desc[UR4][R8.64], R7 ;                    /* 0x0000000708007986 */
+        /*0040*/                   EXIT ;                                          /* 0x000000000000794d */
+		..........
+
+		Function : _ZN5lab0612_GLOBAL__N_113dmma_kernelEiiPKdPd
+        /*0000*/                   DMMA.884 R8, R2, R4, R8 ;                       /* 0x000000040208723f */
+        /*0010*/                   EXIT ;                                          /* 0x000000000000794d */
+		..........
+)sass";
+
+const std::string kTiled = "_ZN5lab0112_GLOBAL__N_119matmul_tiled_kernelEiiiPKfS2_Pf";
+const std::string kNaive = "_ZN5lab0112_GLOBAL__N_119matmul_naive_kernelEiiiPKfS2_Pf";
+const std::string kDmma = "_ZN5lab0612_GLOBAL__N_113dmma_kernelEiiPKdPd";
+
+GateResult gate(bool shared, std::vector<std::string> instructions, std::vector<std::string> shared_kernels,
+                std::vector<std::string> step_kernels) {
+  GateResult g;
+  g.id = "step3.correct";
+  g.kind = "correctness";
+  g.status = Status::passed;
+  g.needs_shared_memory = shared;
+  g.needs_instructions = std::move(instructions);
+  g.names["shared_memory_kernels"] = std::move(shared_kernels);
+  g.names["step_kernels"] = std::move(step_kernels);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("parse_sass: each kernel's opcodes, without modifiers or predicates", "[sass]") {
+  const SassOpcodes code = parse_sass(kDump);
+  REQUIRE(code.size() == 3);
+  const auto& tiled = code.at(kTiled);
+  CHECK(tiled.count("LDS"));  // LDS.U.128
+  CHECK(tiled.count("LDG"));  // @!P0 LDG.E
+  CHECK(tiled.count("STS"));
+  CHECK(tiled.count("BAR"));
+  CHECK_FALSE(tiled.count("0x0000000000007919"));  // the encoding comments are not opcodes
+  CHECK_FALSE(code.at(kNaive).count("LDS"));
+  CHECK(code.at(kDmma).count("DMMA"));
+  CHECK(parse_sass("").empty());
+  CHECK(parse_sass("no functions here\n/*0000*/ LDS R1, [R2] ;\n").empty());  // an instruction outside a function
+}
+
+TEST_CASE("judge_instructions: shared memory that is read, and the instructions a step is about", "[sass]") {
+  const SassOpcodes code = parse_sass(kDump);
+  // A tiled kernel reads its tile: passes.
+  CHECK(judge_instructions(gate(true, {}, {kTiled}, {kTiled}), code) == std::optional<std::string>(""));
+  // The naive kernel launched with dynamic shared memory it never reads: fails, naming it.
+  const auto naive = judge_instructions(gate(true, {}, {kNaive}, {kNaive}), code);
+  REQUIRE(naive);
+  CHECK_THAT(*naive, ContainsSubstring("never read it"));
+  CHECK_THAT(*naive, ContainsSubstring("matmul_naive_kernel"));
+  // A kernel not in the binary's SASS (PTX only, or another library's) cannot be judged.
+  CHECK_FALSE(judge_instructions(gate(true, {}, {"_Z7unknownv"}, {"_Z7unknownv"}), code));
+  CHECK_FALSE(judge_instructions(gate(true, {}, {kNaive, "_Z7unknownv"}, {kNaive}), code));
+  // No shared-memory kernel at all is the gate's own check ("ran no kernel of your own that uses shared memory").
+  CHECK_FALSE(judge_instructions(gate(true, {}, {}, {kNaive}), code));
+  // Tensor cores: step 6's kind of kernel in step 7a fails, a DMMA kernel passes; library kernels are not judged.
+  const auto plain = judge_instructions(gate(false, {"DMMA"}, {}, {kTiled, "_Z11cublasKernelv"}), code);
+  REQUIRE(plain);
+  CHECK_THAT(*plain, ContainsSubstring("holds DMMA"));
+  CHECK(judge_instructions(gate(false, {"DMMA"}, {}, {kTiled, kDmma}), code) == std::optional<std::string>(""));
+  CHECK_FALSE(judge_instructions(gate(false, {"DMMA"}, {}, {"_Z11cublasKernelv"}), code));
+  // Nothing asked: nothing judged.
+  CHECK_FALSE(judge_instructions(gate(false, {}, {kNaive}, {kNaive}), code));
+}
+
+TEST_CASE("needs_instructions in the rubric: correctness gates, a list of opcodes in capitals", "[sass][rubric]") {
+  const std::string base = "lab = \"42\"\ntitle = \"t\"\n[[gate]]\nid = \"step7a.correct\"\ntitle = \"c\"\npoints = 1\n";
+  const auto r = labkit::parse_rubric(base + "needs_instructions = [\"DMMA\", \"HMMA\"]\n", "r.toml");
+  CHECK(r.find("step7a.correct")->needs_instructions == std::vector<std::string>{"DMMA", "HMMA"});
+  CHECK(labkit::parse_rubric(base, "r.toml").find("step7a.correct")->needs_instructions.empty());
+  for (const char* bad : {"needs_instructions = []\n", "needs_instructions = \"DMMA\"\n",
+                          "needs_instructions = [\"dmma\"]\n", "needs_instructions = [\"DMMA.884\"]\n",
+                          "needs_instructions = [1]\n"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(labkit::parse_rubric(base + bad, "r.toml"), ContainsSubstring("needs_instructions takes"));
+  }
+  CHECK_THROWS_WITH(labkit::parse_rubric(std::string(base) + "kind = \"cpu\"\nneeds_instructions = [\"DMMA\"]\n",
+                                         "r.toml"),
+                    ContainsSubstring("needs_instructions is for correctness gates"));
+}
