@@ -169,6 +169,10 @@ std::vector<launches::Kernel> own_kernels_ran(std::string_view step, const std::
 
 void own_kernels(std::string_view step, const std::function<void()>& call) { own_kernels_ran(step, call); }
 
+void allow_copies_only(std::string_view function) {
+  detail::recorded_work().copies_only.insert(detail::function_of(function));
+}
+
 std::string batch_failure(SlotBatch& batch, std::string_view step, const std::string& what,
                           const std::function<void(int k)>& call,
                           const std::function<long long(int k, std::size_t j)>& source) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,7 @@ struct RecordedWork {
     long kernels = 0;
   };
   std::map<std::string, Function> functions;  // by function_of(label)
+  std::set<std::string> copies_only;           // functions whose calls may run no kernel (allow_copies_only)
 };
 RecordedWork& recorded_work();
 // A scope label's function (see RecordedWork).

@@ -180,6 +180,10 @@ void own_kernels(std::string_view step, const std::function<void()>& call);
 // (lab 07: the grid of a reduction against its blocks_per_sm). Empty where nothing was recorded: the check left out
 // (see above), or the call made inside a scope that already records.
 std::vector<launches::Kernel> own_kernels_ran(std::string_view step, const std::function<void()>& call);
+// Within the current gate, the recorded calls of `function` (a label up to its first ')', RecordedWork in gate.h)
+// may run no kernel: a step function whose work is copies (lab 08's distribute_rows uploads each part's rows). The
+// gate's other functions must still run kernels, and the gate as a whole at least one.
+void allow_copies_only(std::string_view function);
 
 // For a speed gate: sets tc.record to the launch recorder with own_kernels' rules, tc.recorded to `which` (see
 // labkit::TimedCase: every call, with one recorder on through all of compare_speed, or two calls), under two_calls

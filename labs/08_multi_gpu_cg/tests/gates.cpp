@@ -109,6 +109,7 @@ void check_spmv_parts(const lab08::Team& team, const labkit::Csr& A, const std::
   const auto bounds = ref_partition(A, P);
   const auto hx = labkit::random_doubles(std::size_t(A.cols), labkit::gate::seed("spmv x " + label));
   const auto expected = labkit::spmv_ref(A, hx);
+  labkit::gate::allow_copies_only("step 1 (distribute_rows)");  // uploads: spmv_parts, beside it, runs the kernels
   const auto parts =
       recorded("step 1 (distribute_rows)", team, [&] { return lab08::distribute_rows(team, A, bounds); });
   if (int(parts.size()) != P) fail_at(ctx, "distribute_rows returned " + std::to_string(parts.size()) + " parts");
