@@ -124,6 +124,22 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
       if (gate.kind != "correctness")
         fail(source, where(node) + ": gate `" + gate.id + "`: needs_instructions is for correctness gates");
     }
+    if (const toml::node* n = g->get("instruction_archs")) {
+      const toml::array* a = n->as_array();
+      const auto bad = [&] {
+        fail(source, where(node) + ": gate `" + gate.id +
+                         "`: instruction_archs takes a list of architectures such as \"sm_90\" (with "
+                         "needs_instructions)");
+      };
+      if (!a || a->empty() || gate.needs_instructions.empty()) bad();
+      for (const toml::node& e : *a) {
+        const auto* v = e.as_string();
+        if (!v || v->get().size() < 4 || v->get().rfind("sm_", 0) != 0) bad();
+        for (char c : v->get().substr(3))
+          if (c < '0' || c > '9') bad();
+        gate.instruction_archs.push_back(v->get());
+      }
+    }
     gate.hidden = (*g)["hidden"].value_or(false);
     gate.hint = (*g)["hint"].value_or(std::string{});
     if (gate.kind == "speed" && (!gate.threshold || gate.metric.empty()))

@@ -34,12 +34,22 @@ std::string join_set(const std::vector<std::string>& v, const char* last) {
 SassOpcodes parse_sass(const std::string& text) {
   SassOpcodes out;
   std::set<std::string>* current = nullptr;
+  std::string arch = "?";  // code before any "arch =" line (not written by cuobjdump) is kept under "?"
+  const auto rest_of = [](const std::string& line, std::size_t from) {
+    std::string v = line.substr(from);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t' || v.back() == '\r')) v.pop_back();
+    return v;
+  };
   for (const std::string& line : split_lines(text)) {
+    if (const std::size_t a = line.find("arch = "); a != std::string::npos && line.find("/*") == std::string::npos) {
+      arch = rest_of(line, a + 7);
+      current = nullptr;
+      continue;
+    }
     const std::size_t f = line.find("Function : ");
     if (f != std::string::npos) {
-      std::string name = line.substr(f + 11);
-      while (!name.empty() && (name.back() == ' ' || name.back() == '\t' || name.back() == '\r')) name.pop_back();
-      current = name.empty() ? nullptr : &out[name];
+      const std::string name = rest_of(line, f + 11);
+      current = name.empty() ? nullptr : &out[name][arch];
       continue;
     }
     // "        /*0080*/                   @!P0 LDS.U.128 R4, [R2+0x10] ;   /* 0x... */"
@@ -74,17 +84,37 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
     const auto it = g.names.find(list);
     return it == g.names.end() ? std::vector<std::string>{} : it->second;
   };
-  auto holds = [&](const std::string& kernel, const std::set<std::string>& ops) {
-    const auto it = code.find(kernel);
-    return it != code.end() &&
-           std::any_of(ops.begin(), ops.end(), [&](const std::string& op) { return it->second.count(op) > 0; });
+  // The archs a check reads (empty: every one): "sm_90a" counts as "sm_90".
+  auto judged_arch = [](const std::string& arch, const std::vector<std::string>& archs) {
+    if (archs.empty()) return true;
+    std::string base = arch;
+    while (!base.empty() && std::isalpha(static_cast<unsigned char>(base.back()))) base.pop_back();
+    return std::find(archs.begin(), archs.end(), base) != archs.end();
   };
+  auto known = [&](const std::string& kernel, const std::vector<std::string>& archs) {
+    const auto it = code.find(kernel);
+    if (it == code.end()) return false;
+    return std::any_of(it->second.begin(), it->second.end(),
+                       [&](const auto& a) { return judged_arch(a.first, archs); });
+  };
+  auto holds = [&](const std::string& kernel, const std::set<std::string>& ops, const std::vector<std::string>& archs) {
+    const auto it = code.find(kernel);
+    if (it == code.end()) return false;
+    for (const auto& [arch, have] : it->second)
+      if (judged_arch(arch, archs) &&
+          std::any_of(ops.begin(), ops.end(), [&](const std::string& op) { return have.count(op) > 0; }))
+        return true;
+    return false;
+  };
+  static const std::vector<std::string> every_arch;
   std::optional<std::string> verdict;
   if (g.needs_shared_memory) {
     const std::vector<std::string> kernels = listed("shared_memory_kernels");
-    const bool all_found = !kernels.empty() && std::all_of(kernels.begin(), kernels.end(),
-                                                           [&](const std::string& k) { return code.count(k) > 0; });
-    if (std::any_of(kernels.begin(), kernels.end(), [&](const std::string& k) { return holds(k, kSharedLoads); })) {
+    const bool all_found = !kernels.empty() && std::all_of(kernels.begin(), kernels.end(), [&](const std::string& k) {
+      return known(k, every_arch);
+    });
+    if (std::any_of(kernels.begin(), kernels.end(),
+                    [&](const std::string& k) { return holds(k, kSharedLoads, every_arch); })) {
       verdict = "";
     } else if (all_found) {
       return "the kernel(s) of yours that ran with shared memory never read it: their machine code (cuobjdump "
@@ -97,10 +127,11 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
   if (!g.needs_instructions.empty()) {
     std::vector<std::string> found;
     for (const std::string& k : listed("step_kernels"))
-      if (code.count(k)) found.push_back(k);
+      if (known(k, g.instruction_archs)) found.push_back(k);
     if (found.empty()) return verdict;
     const std::set<std::string> wanted(g.needs_instructions.begin(), g.needs_instructions.end());
-    if (std::none_of(found.begin(), found.end(), [&](const std::string& k) { return holds(k, wanted); }))
+    if (std::none_of(found.begin(), found.end(),
+                     [&](const std::string& k) { return holds(k, wanted, g.instruction_archs); }))
       return "no kernel of yours that the gate's calls ran holds " + join_set(g.needs_instructions, " or ") +
              " in its machine code (cuobjdump --dump-sass): " + list_names(found) +
              ". The values are right, but this step is about those instructions, and a kernel without them (an "

@@ -6,7 +6,9 @@
 // step 7a (fp64 tensor cores) gives the same exact answers. After the graded run the grader reads the SASS of those
 // kernels from the gate binary (`cuobjdump --dump-sass`) and looks for the instructions the step is about:
 //   - needs_shared_memory: a kernel of the gate's "shared_memory_kernels" loads from shared memory (LDS, LDSM);
-//   - needs_instructions: a kernel of the gate's "step_kernels" found in the binary holds one of the listed opcodes.
+//   - needs_instructions: a kernel of the gate's "step_kernels" found in the binary holds one of the listed opcodes,
+//     judged only in the code for the rubric's instruction_archs where it lists them (fp64 tensor cores exist on
+//     sm_80, sm_90 and sm_100, not on the GPUs between, where the compiler may build mma.sync .f64 otherwise).
 // A gate that passed and fails this becomes failed, with the kernels named. What cannot be judged (no cuobjdump, no
 // kernel of the list in the binary's SASS: code only as PTX, or a library's) is left as it is, with a lab note.
 #pragma once
@@ -20,12 +22,13 @@
 
 namespace labgrade {
 
-// Kernel (as named in the SASS: mangled, the name CUPTI reports) -> the opcodes its code holds, without modifiers
-// ("LDS" for "LDS.U.128", "DMMA" for "DMMA.884"). Every architecture's code of a kernel is merged.
-using SassOpcodes = std::map<std::string, std::set<std::string>>;
+// Kernel (as named in the SASS: mangled, the name CUPTI reports) -> architecture ("sm_90", as the dump's
+// "arch = sm_90" line names the code that follows) -> the opcodes its code for that architecture holds, without
+// modifiers ("LDS" for "LDS.U.128", "DMMA" for "DMMA.884").
+using SassOpcodes = std::map<std::string, std::map<std::string, std::set<std::string>>>;
 
-// The `cuobjdump --dump-sass` text of a binary, parsed: "Function : NAME" starts a kernel, and each instruction
-// line "/*0080*/  @!P0 LDS.U.128 R4, [R2] ;" gives its opcode.
+// The `cuobjdump --dump-sass` text of a binary, parsed: "arch = sm_NN" starts an architecture's code, "Function :
+// NAME" a kernel, and each instruction line "/*0080*/  @!P0 LDS.U.128 R4, [R2] ;" gives its opcode.
 SassOpcodes parse_sass(const std::string& cuobjdump_text);
 
 // One gate against its rubric's needs and the parsed code: nullopt when the gate has nothing to check or it cannot

@@ -63,6 +63,7 @@ struct GateResult {
   // The rubric's checks of the machine code of the kernels the gate's recorded calls ran (sass.h).
   bool needs_shared_memory = false;
   std::vector<std::string> needs_instructions;
+  std::vector<std::string> instruction_archs;
   std::string sanitizer;  // compute-sanitizer findings attributed to this gate (--sanitize)
 };
 

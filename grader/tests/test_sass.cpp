@@ -70,16 +70,21 @@ GateResult gate(bool shared, std::vector<std::string> instructions, std::vector<
 TEST_CASE("parse_sass: each kernel's opcodes, without modifiers or predicates", "[sass]") {
   const SassOpcodes code = parse_sass(kDump);
   REQUIRE(code.size() == 3);
-  const auto& tiled = code.at(kTiled);
+  const auto& tiled = code.at(kTiled).at("sm_90");
   CHECK(tiled.count("LDS"));  // LDS.U.128
   CHECK(tiled.count("LDG"));  // @!P0 LDG.E
   CHECK(tiled.count("STS"));
   CHECK(tiled.count("BAR"));
   CHECK_FALSE(tiled.count("0x0000000000007919"));  // the encoding comments are not opcodes
-  CHECK_FALSE(code.at(kNaive).count("LDS"));
-  CHECK(code.at(kDmma).count("DMMA"));
+  CHECK_FALSE(code.at(kNaive).at("sm_90").count("LDS"));
+  CHECK(code.at(kDmma).at("sm_90").count("DMMA"));
   CHECK(parse_sass("").empty());
   CHECK(parse_sass("no functions here\n/*0000*/ LDS R1, [R2] ;\n").empty());  // an instruction outside a function
+  // A second architecture's code of the same kernel is kept apart.
+  const SassOpcodes two = parse_sass(std::string(kDump) + "\nFatbin elf code:\n================\narch = sm_86\n"
+                                     "\t\tFunction : " + kDmma + "\n        /*0000*/   DFMA R2, R4, R6, R2 ;\n");
+  CHECK(two.at(kDmma).at("sm_90").count("DMMA"));
+  CHECK(two.at(kDmma).at("sm_86") == std::set<std::string>{"DFMA"});
 }
 
 TEST_CASE("judge_instructions: shared memory that is read, and the instructions a step is about", "[sass]") {
@@ -102,12 +107,24 @@ TEST_CASE("judge_instructions: shared memory that is read, and the instructions 
   CHECK_THAT(*plain, ContainsSubstring("holds DMMA"));
   CHECK(judge_instructions(gate(false, {"DMMA"}, {}, {kTiled, kDmma}), code) == std::optional<std::string>(""));
   CHECK_FALSE(judge_instructions(gate(false, {"DMMA"}, {}, {"_Z11cublasKernelv"}), code));
+  // instruction_archs: only the code for those architectures is judged.
+  const SassOpcodes sm86 =
+      parse_sass("arch = sm_86\n\t\tFunction : " + kDmma + "\n  /*0000*/  DFMA R2, R4, R6, R2 ;\n");
+  GateResult on = gate(false, {"DMMA"}, {}, {kDmma});
+  on.instruction_archs = {"sm_80", "sm_90", "sm_100"};
+  CHECK_FALSE(judge_instructions(on, sm86));  // sm_86 has no fp64 tensor cores: not judged
+  on.instruction_archs.clear();
+  CHECK(judge_instructions(on, sm86));  // judged everywhere: no DMMA there
+  on.instruction_archs = {"sm_90"};
+  const SassOpcodes sm90a = parse_sass(std::string("arch = sm_90a\n") + kDump);
+  CHECK(judge_instructions(on, sm90a) == std::optional<std::string>(""));
   // Nothing asked: nothing judged.
   CHECK_FALSE(judge_instructions(gate(false, {}, {kNaive}, {kNaive}), code));
 }
 
 TEST_CASE("needs_instructions in the rubric: correctness gates, a list of opcodes in capitals", "[sass][rubric]") {
-  const std::string base = "lab = \"42\"\ntitle = \"t\"\n[[gate]]\nid = \"step7a.correct\"\ntitle = \"c\"\npoints = 1\n";
+  const std::string base =
+      "lab = \"42\"\ntitle = \"t\"\n[[gate]]\nid = \"step7a.correct\"\ntitle = \"c\"\npoints = 1\n";
   const auto r = labkit::parse_rubric(base + "needs_instructions = [\"DMMA\", \"HMMA\"]\n", "r.toml");
   CHECK(r.find("step7a.correct")->needs_instructions == std::vector<std::string>{"DMMA", "HMMA"});
   CHECK(labkit::parse_rubric(base, "r.toml").find("step7a.correct")->needs_instructions.empty());
@@ -116,6 +133,16 @@ TEST_CASE("needs_instructions in the rubric: correctness gates, a list of opcode
                           "needs_instructions = [1]\n"}) {
     INFO(bad);
     CHECK_THROWS_WITH(labkit::parse_rubric(base + bad, "r.toml"), ContainsSubstring("needs_instructions takes"));
+  }
+  const std::string dmma = "needs_instructions = [\"DMMA\"]\n";
+  const auto archs = labkit::parse_rubric(base + dmma + "instruction_archs = [\"sm_80\", \"sm_90\"]\n", "r.toml");
+  CHECK(archs.find("step7a.correct")->instruction_archs == std::vector<std::string>{"sm_80", "sm_90"});
+  const std::vector<std::string> bad_archs = {"instruction_archs = [\"sm_90\"]\n", dmma + "instruction_archs = []\n",
+                                             dmma + "instruction_archs = [\"90\"]\n",
+                                             dmma + "instruction_archs = [\"sm_90a\"]\n"};
+  for (const std::string& bad : bad_archs) {
+    INFO(bad);
+    CHECK_THROWS_WITH(labkit::parse_rubric(base + bad, "r.toml"), ContainsSubstring("instruction_archs takes"));
   }
   CHECK_THROWS_WITH(labkit::parse_rubric(std::string(base) + "kind = \"cpu\"\nneeds_instructions = [\"DMMA\"]\n",
                                          "r.toml"),

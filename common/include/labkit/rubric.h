@@ -37,6 +37,8 @@
 //   needs_instructions = ["DMMA"] # correctness gates of a step about an instruction (fp64 tensor cores): the
 //                                 # grader fails the gate when no kernel of the student's own that its recorded
 //                                 # calls ran has one of these SASS opcodes in its machine code (cuobjdump)
+//   instruction_archs = ["sm_90"] # optional: judge needs_instructions only in the code for these architectures
+//                                 # (where the instruction exists; elsewhere the gate is left as it is)
 //   gpus = 2                      # optional (default 1, at most the lab's `gpus`): the GPUs this gate needs. Where
 //                                 # the lab sees fewer (one or more), the grader reports it `skipped` without
 //                                 # running it: a speed process whose every gate needs more GPUs is not started,
@@ -62,6 +64,7 @@ struct RubricGate {
   std::vector<std::string> allow_libraries;  // library kernels allowed inside the step (empty: the student's own only)
   bool needs_shared_memory = false;          // some own kernel of the step's recorded calls must use shared memory
   std::vector<std::string> needs_instructions;  // SASS opcodes, one of which some such kernel's code must hold
+  std::vector<std::string> instruction_archs;   // where needs_instructions is judged ("sm_80"; empty: everywhere)
   int gpus = 1;                              // the GPUs the gate needs (at most the lab's)
   bool hidden = false;
   std::string hint;
