@@ -121,7 +121,8 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
              "--dump-sass) has no shared-memory load (LDS): " +
              list_names(kernels) +
              ". Shared memory requested at launch, or written and never read, is not a tile: this step stages its "
-             "operands in shared memory and reads them from there";
+             "operands in shared memory and reads them from there (index the __shared__ array itself: a tile read "
+             "through a pointer the compiler cannot place in shared memory becomes a generic load, LD)";
     }
   }
   if (!g.needs_instructions.empty()) {
