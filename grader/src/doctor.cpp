@@ -258,7 +258,8 @@ void check_open_mpi(Report& rep, const std::optional<fs::path>& root) {
   }
 }
 
-// Reports what batch grading and --sanitize need: bubblewrap, root, binutils, cgroup v2, compute-sanitizer.
+// Reports what batch grading and --sanitize need: bubblewrap, root, binutils, cgroup v2, compute-sanitizer, and
+// cuobjdump for the machine-code checks (sass.h).
 void check_batch_and_sanitize(Report& rep) {
   if (!find_program("bwrap"))
     rep.warn("bubblewrap (bwrap) not installed",
@@ -287,6 +288,12 @@ void check_batch_and_sanitize(Report& rep) {
     rep.warn("compute-sanitizer not found (on PATH or in /usr/local/cuda/bin)",
              "install the toolkit's sanitizer (Debian/Ubuntu: cuda-sanitizer-13-0) and put it on PATH; only "
              "--sanitize needs it");
+  if (auto co = find_program("cuobjdump", {"/usr/local/cuda/bin"}))
+    rep.ok("cuobjdump: " + co->string());
+  else
+    rep.warn("cuobjdump not found (on PATH or in /usr/local/cuda/bin)",
+             "install the toolkit's cuobjdump (Debian/Ubuntu: cuda-cuobjdump-13-0): without it the machine-code "
+             "checks are not done (a step about shared memory or tensor cores is then judged by its values alone)");
 }
 
 // Prints the totals and what to run next; returns the exit status (1 when a problem stops grading).
