@@ -2,9 +2,12 @@
 // needs_shared_memory and needs_instructions. cuobjdump itself (not on the CI machine) is used on GPU machines only.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <cstdlib>
+#include <fstream>
 
 #include "labkit/rubric.h"
 #include "sass.h"
+#include "test_support.h"
 
 using namespace labgrade;
 using Catch::Matchers::ContainsSubstring;
@@ -147,4 +150,52 @@ TEST_CASE("needs_instructions in the rubric: correctness gates, a list of opcode
   CHECK_THROWS_WITH(labkit::parse_rubric(std::string(base) + "kind = \"cpu\"\nneeds_instructions = [\"DMMA\"]\n",
                                          "r.toml"),
                     ContainsSubstring("needs_instructions is for correctness gates"));
+}
+
+namespace {
+// A stand-in cuobjdump first on PATH for the scope: it prints `dump`, and fails when given --function if
+// `function_fails` (cuobjdump versions differ in what they accept there), as check_instructions must then dump the
+// whole binary.
+struct FakeCuobjdump {
+  test::TempDir dir{"cuobjdump"};
+  std::string saved = std::getenv("PATH") ? std::getenv("PATH") : "";
+  FakeCuobjdump(const std::string& dump, bool function_fails) {
+    std::ofstream(dir.path / "dump.txt") << dump;
+    const fs::path exe = dir.path / "cuobjdump";
+    std::ofstream(exe) << "#!/bin/sh\n"
+                       << (function_fails ? "case \"$*\" in *--function*) echo 'no such function' >&2; exit 1 ;; esac\n"
+                                          : "")
+                       << "cat '" << (dir.path / "dump.txt").string() << "'\n";
+    fs::permissions(exe, fs::perms::owner_all);
+    setenv("PATH", (dir.path.string() + ":" + saved).c_str(), 1);
+  }
+  ~FakeCuobjdump() { setenv("PATH", saved.c_str(), 1); }
+};
+}  // namespace
+
+TEST_CASE("check_instructions: fails the passed gates whose kernels lack what their step is about", "[sass]") {
+  for (const bool function_fails : {false, true}) {
+    INFO("cuobjdump --function " << (function_fails ? "refused" : "accepted"));
+    FakeCuobjdump fake(kDump, function_fails);
+    LabResult lab;
+    lab.gates.push_back(gate(true, {}, {kTiled}, {kTiled}));
+    lab.gates.push_back(gate(true, {}, {kNaive}, {kNaive}));
+    lab.gates.back().id = "step4.correct";
+    lab.gates.push_back(gate(false, {"DMMA"}, {}, {"_Z7unknownv"}));  // not in the binary: not judged
+    lab.gates.back().id = "step7a.correct";
+    lab.gates.push_back(gate(true, {}, {kNaive}, {kNaive}));  // already failed: left alone
+    lab.gates.back().id = "step5.correct";
+    lab.gates.back().status = Status::failed;
+    lab.gates.back().message = "its own failure";
+    check_instructions(lab, "/nonexistent/gates", false);
+    CHECK(lab.gates[0].status == Status::passed);
+    CHECK(lab.gates[1].status == Status::failed);
+    CHECK_THAT(lab.gates[1].message, ContainsSubstring("never read it"));
+    CHECK(lab.gates[2].status == Status::passed);
+    CHECK(lab.gates[3].message == "its own failure");
+    REQUIRE(lab.notes.size() == 1);
+    CHECK_THAT(lab.notes[0], ContainsSubstring("machine code: 2 gate(s) checked"));
+    CHECK_THAT(lab.notes[0], ContainsSubstring("1 failed"));
+    CHECK_THAT(lab.notes[0], ContainsSubstring("1 not judged"));
+  }
 }
