@@ -50,6 +50,8 @@ def passes_when(g):
             text += "; a kernel of yours that it ran loads from shared memory"
         if g.get("needs_instructions"):
             text += "; a kernel of yours that it ran holds " + " or ".join(g["needs_instructions"])
+            if g.get("instruction_archs"):
+                text += " (checked on " + ", ".join(g["instruction_archs"]) + " GPUs)"
         return text
     metric = g.get("metric", "ratio")
     text = f"{metric} ≥ {num(g['threshold'])}"

@@ -157,6 +157,19 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use, "cuIpc*", "opens another process's device memory (lab 09 moves data through MPI)"},
     {SymbolRule::forbid_use, "cuMemExportToShareableHandle", "shares device memory with another process"},
     {SymbolRule::forbid_use, "cuMemImportFromShareableHandle", "maps another process's device memory"},
+    {SymbolRule::forbid_use, "cudaMemPoolExport*", "shares a memory pool's memory with another process"},
+    {SymbolRule::forbid_use, "cudaMemPoolImport*", "maps another process's memory pool"},
+    {SymbolRule::forbid_use, "cuMemPoolExport*", "shares a memory pool's memory with another process"},
+    {SymbolRule::forbid_use, "cuMemPoolImport*", "maps another process's memory pool"},
+    // Device code loaded or compiled at run time: a kernel the launch recorder takes for one compiled into the
+    // binary (by its name) whose code is not the binary's, which the machine-code checks (grader/src/sass.h) read
+    // from the binary. No lab needs it.
+    {SymbolRule::forbid_use, "cudaLibraryLoad*", "loads device code at run time (no lab needs it)"},
+    {SymbolRule::forbid_use, "cuLibraryLoad*", "loads device code at run time (no lab needs it)"},
+    {SymbolRule::forbid_use, "cuModuleLoad*", "loads device code at run time (no lab needs it)"},
+    {SymbolRule::forbid_use, "cuLink*", "links device code at run time (no lab needs it)"},
+    {SymbolRule::forbid_use, "nvrtc*", "compiles device code at run time (no lab needs it)"},
+    {SymbolRule::forbid_use, "nvJitLink*", "links device code at run time (no lab needs it)"},
     // What the gates read from the environment (LABKIT_SANITIZER, the seed, the result channel).
     {SymbolRule::forbid_use, "setenv", "changes an environment variable that the gates read"},
     {SymbolRule::forbid_use, "putenv", "changes an environment variable that the gates read"},

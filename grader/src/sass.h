@@ -24,15 +24,23 @@ namespace labgrade {
 
 // Kernel (as named in the SASS: mangled, the name CUPTI reports) -> architecture ("sm_90", as the dump's
 // "arch = sm_90" line names the code that follows) -> the opcodes its code for that architecture holds, without
-// modifiers ("LDS" for "LDS.U.128", "DMMA" for "DMMA.884").
-using SassOpcodes = std::map<std::string, std::map<std::string, std::set<std::string>>>;
+// modifiers ("LDS" for "LDS.U.128", "DMMA" for "DMMA.884"), and how many bodies of that name the dump holds for it:
+// each source file is its own code object, and two files may define kernels of one name (static kernels, which the
+// device names without the file), so a name dumped twice cannot say which of them ran.
+struct KernelCode {
+  std::set<std::string> opcodes;
+  int bodies = 0;
+};
+using SassOpcodes = std::map<std::string, std::map<std::string, KernelCode>>;
 
 // The `cuobjdump --dump-sass` text of a binary, parsed: "arch = sm_NN" starts an architecture's code, "Function :
 // NAME" a kernel, and each instruction line "/*0080*/  @!P0 LDS.U.128 R4, [R2] ;" gives its opcode.
 SassOpcodes parse_sass(const std::string& cuobjdump_text);
 
 // One gate against its rubric's needs and the parsed code: nullopt when the gate has nothing to check or it cannot
-// be judged (no kernel of its lists in `code`); else "" when it holds what it needs, or the failure's message.
+// be judged; else "" when it holds what it needs, or the failure's message. A gate fails only when every kernel of
+// its list is known to lack what it needs: in the dump, for an architecture the check reads, under a name with one
+// body there, and calling no other function (a callee's code, which `--function` does not dump, could hold it).
 std::optional<std::string> judge_instructions(const GateResult& g, const SassOpcodes& code);
 
 // After a lab's graded run (the gates of one visibility, as run_and_score runs them): reads the SASS of the listed

@@ -168,7 +168,11 @@ TEST_CASE("what a student object may not use", "[objcheck]") {
                            "cudaLogsRegisterCallback",
                            // Another process's device memory (lab 09's ranks must use MPI).
                            "cudaIpcGetMemHandle", "cudaIpcOpenMemHandle", "cuIpcOpenMemHandle_v2",
-                           "cuMemImportFromShareableHandle"}) {
+                           "cuMemImportFromShareableHandle", "cudaMemPoolExportToShareableHandle",
+                           "cudaMemPoolImportPointer", "cuMemPoolExportPointer",
+                           // Device code loaded or compiled at run time.
+                           "cudaLibraryLoadData", "cuLibraryLoadFromFile", "cuModuleLoadData", "cuModuleLoadDataEx",
+                           "cuLinkCreate_v2", "nvrtcCompileProgram", "nvJitLinkCreate"}) {
     INFO(name);
     auto f = check_one(name, 'U');
     REQUIRE(f.size() == 1);

@@ -73,21 +73,27 @@ GateResult gate(bool shared, std::vector<std::string> instructions, std::vector<
 TEST_CASE("parse_sass: each kernel's opcodes, without modifiers or predicates", "[sass]") {
   const SassOpcodes code = parse_sass(kDump);
   REQUIRE(code.size() == 3);
-  const auto& tiled = code.at(kTiled).at("sm_90");
+  const auto& tiled = code.at(kTiled).at("sm_90").opcodes;
+  CHECK(code.at(kTiled).at("sm_90").bodies == 1);
   CHECK(tiled.count("LDS"));  // LDS.U.128
   CHECK(tiled.count("LDG"));  // @!P0 LDG.E
   CHECK(tiled.count("STS"));
   CHECK(tiled.count("BAR"));
   CHECK_FALSE(tiled.count("0x0000000000007919"));  // the encoding comments are not opcodes
-  CHECK_FALSE(code.at(kNaive).at("sm_90").count("LDS"));
-  CHECK(code.at(kDmma).at("sm_90").count("DMMA"));
+  CHECK_FALSE(code.at(kNaive).at("sm_90").opcodes.count("LDS"));
+  CHECK(code.at(kDmma).at("sm_90").opcodes.count("DMMA"));
   CHECK(parse_sass("").empty());
   CHECK(parse_sass("no functions here\n/*0000*/ LDS R1, [R2] ;\n").empty());  // an instruction outside a function
   // A second architecture's code of the same kernel is kept apart.
   const SassOpcodes two = parse_sass(std::string(kDump) + "\nFatbin elf code:\n================\narch = sm_86\n"
                                      "\t\tFunction : " + kDmma + "\n        /*0000*/   DFMA R2, R4, R6, R2 ;\n");
-  CHECK(two.at(kDmma).at("sm_90").count("DMMA"));
-  CHECK(two.at(kDmma).at("sm_86") == std::set<std::string>{"DFMA"});
+  CHECK(two.at(kDmma).at("sm_90").opcodes.count("DMMA"));
+  CHECK(two.at(kDmma).at("sm_86").opcodes == std::set<std::string>{"DFMA"});
+  // Two files' bodies under one name (static kernels are named without their file) are counted.
+  const SassOpcodes twice = parse_sass(std::string(kDump) + "\narch = sm_90\n\t\tFunction : " + kNaive +
+                                       "\n        /*0000*/   LDS R2, [R4] ;\n");
+  CHECK(twice.at(kNaive).at("sm_90").bodies == 2);
+  CHECK(twice.at(kTiled).at("sm_90").bodies == 1);
 }
 
 TEST_CASE("judge_instructions: shared memory that is read, and the instructions a step is about", "[sass]") {
@@ -104,8 +110,8 @@ TEST_CASE("judge_instructions: shared memory that is read, and the instructions 
   CHECK_FALSE(judge_instructions(gate(true, {}, {kNaive, "_Z7unknownv"}, {kNaive}), code));
   // No shared-memory kernel at all is the gate's own check ("ran no kernel of your own that uses shared memory").
   CHECK_FALSE(judge_instructions(gate(true, {}, {}, {kNaive}), code));
-  // Tensor cores: step 6's kind of kernel in step 7a fails, a DMMA kernel passes; library kernels are not judged.
-  const auto plain = judge_instructions(gate(false, {"DMMA"}, {}, {kTiled, "_Z11cublasKernelv"}), code);
+  // Tensor cores: step 6's kind of kernel in step 7a fails, a DMMA kernel passes; a library kernel alone is not judged.
+  const auto plain = judge_instructions(gate(false, {"DMMA"}, {}, {kTiled}), code);
   REQUIRE(plain);
   CHECK_THAT(*plain, ContainsSubstring("holds DMMA"));
   CHECK(judge_instructions(gate(false, {"DMMA"}, {}, {kTiled, kDmma}), code) == std::optional<std::string>(""));
@@ -121,6 +127,15 @@ TEST_CASE("judge_instructions: shared memory that is read, and the instructions 
   on.instruction_archs = {"sm_90"};
   const SassOpcodes sm90a = parse_sass(std::string("arch = sm_90a\n") + kDump);
   CHECK(judge_instructions(on, sm90a) == std::optional<std::string>(""));
+  // A name with two bodies (which one ran?), a kernel that calls other functions (the callee may hold the load),
+  // and a list with one kernel that cannot be judged: not judged.
+  const SassOpcodes twice = parse_sass(std::string(kDump) + "\narch = sm_90\n\t\tFunction : " + kNaive +
+                                       "\n        /*0000*/   LDS R2, [R4] ;\n");
+  CHECK_FALSE(judge_instructions(gate(true, {}, {kNaive}, {kNaive}), twice));
+  const SassOpcodes calls = parse_sass("arch = sm_90\n\t\tFunction : " + kNaive +
+                                       "\n  /*0000*/  CALL.REL.NOINC 0x100 ;\n  /*0010*/  EXIT ;\n");
+  CHECK_FALSE(judge_instructions(gate(true, {}, {kNaive}, {kNaive}), calls));
+  CHECK_FALSE(judge_instructions(gate(false, {"DMMA"}, {}, {kTiled, "_Z7unknownv"}), code));
   // Nothing asked: nothing judged.
   CHECK_FALSE(judge_instructions(gate(false, {}, {kNaive}, {kNaive}), code));
 }
