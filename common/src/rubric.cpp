@@ -1,5 +1,6 @@
 #include "labkit/rubric.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -29,6 +30,19 @@ std::string where(const toml::node& n) {
   std::ostringstream os;
   os << "line " << n.source().begin.line;
   return os.str();
+}
+// A non-empty list of strings, each of which `valid` accepts; anything else calls `bad` (which throws).
+template <class Valid, class Bad>
+std::vector<std::string> string_list(const toml::node& n, Valid valid, Bad bad) {
+  const toml::array* a = n.as_array();
+  if (!a || a->empty()) bad();
+  std::vector<std::string> out;
+  for (const toml::node& e : *a) {
+    const auto* v = e.as_string();
+    if (!v || !valid(v->get())) bad();
+    out.push_back(v->get());
+  }
+  return out;
 }
 }  // namespace
 
@@ -108,37 +122,30 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
         fail(source, where(node) + ": gate `" + gate.id + "`: needs_shared_memory is for correctness gates");
     }
     if (const toml::node* n = g->get("needs_instructions")) {
-      const toml::array* a = n->as_array();
-      const auto bad = [&] {
+      const auto opcode = [](const std::string& v) {  // capitals and digits: "DMMA", not "DMMA.884" or "dmma"
+        return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+          return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        });
+      };
+      gate.needs_instructions = string_list(*n, opcode, [&] {
         fail(source, where(node) + ": gate `" + gate.id +
                          "`: needs_instructions takes a list of SASS opcodes in capitals (\"DMMA\")");
-      };
-      if (!a || a->empty()) bad();
-      for (const toml::node& e : *a) {
-        const auto* v = e.as_string();
-        if (!v || v->get().empty()) bad();
-        for (char c : v->get())
-          if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) bad();
-        gate.needs_instructions.push_back(v->get());
-      }
+      });
       if (gate.kind != "correctness")
         fail(source, where(node) + ": gate `" + gate.id + "`: needs_instructions is for correctness gates");
     }
     if (const toml::node* n = g->get("instruction_archs")) {
-      const toml::array* a = n->as_array();
+      const auto arch = [](const std::string& v) {  // "sm_" and digits
+        return v.size() > 3 && v.rfind("sm_", 0) == 0 &&
+               std::all_of(v.begin() + 3, v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      };
       const auto bad = [&] {
         fail(source, where(node) + ": gate `" + gate.id +
                          "`: instruction_archs takes a list of architectures such as \"sm_90\" (with "
                          "needs_instructions)");
       };
-      if (!a || a->empty() || gate.needs_instructions.empty()) bad();
-      for (const toml::node& e : *a) {
-        const auto* v = e.as_string();
-        if (!v || v->get().size() < 4 || v->get().rfind("sm_", 0) != 0) bad();
-        for (char c : v->get().substr(3))
-          if (c < '0' || c > '9') bad();
-        gate.instruction_archs.push_back(v->get());
-      }
+      if (gate.needs_instructions.empty()) bad();
+      gate.instruction_archs = string_list(*n, arch, bad);
     }
     gate.hidden = (*g)["hidden"].value_or(false);
     gate.hint = (*g)["hint"].value_or(std::string{});

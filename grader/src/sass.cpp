@@ -34,6 +34,9 @@ std::string join_set(const std::vector<std::string>& v, const char* last) {
 }  // namespace
 
 SassOpcodes parse_sass(const std::string& text) {
+  const auto opcode_char = [](char c) {
+    return std::isupper(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c));
+  };
   SassOpcodes out;
   std::set<std::string>* current = nullptr;
   std::string arch = "?";  // code before any "arch =" line (not written by cuobjdump) is kept under "?"
@@ -78,9 +81,6 @@ SassOpcodes parse_sass(const std::string& text) {
     std::string op = next_token();
     if (!op.empty() && op[0] == '@') op = next_token();  // a predicate: @P0, @!PT
     op = op.substr(0, op.find('.'));
-    const auto opcode_char = [](char c) {
-      return std::isupper(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c));
-    };
     if (!op.empty() && std::all_of(op.begin(), op.end(), opcode_char)) current->insert(op);
   }
   return out;
@@ -109,20 +109,18 @@ Holds kernel_holds(const SassOpcodes& code, const std::string& kernel, const std
   return !judged || calls ? Holds::unknown : Holds::no;
 }
 
-// "" when a kernel of the list holds one of `ops`; the listed kernels when every one is known to lack them; nullopt
-// otherwise (nothing listed, or a kernel that cannot be judged).
-std::optional<std::vector<std::string>> lacking(const SassOpcodes& code, const std::vector<std::string>& kernels,
-                                                const std::set<std::string>& ops,
-                                                const std::vector<std::string>& archs) {
-  if (kernels.empty()) return std::nullopt;
-  bool all_lack = true;
+// The same for a list of kernels: yes when one of them holds one of `ops`, no when every one is known to lack them,
+// unknown otherwise (nothing listed, or a kernel that cannot be judged).
+Holds list_holds(const SassOpcodes& code, const std::vector<std::string>& kernels, const std::set<std::string>& ops,
+                 const std::vector<std::string>& archs) {
+  if (kernels.empty()) return Holds::unknown;
+  Holds all = Holds::no;
   for (const std::string& k : kernels) {
     const Holds h = kernel_holds(code, k, ops, archs);
-    if (h == Holds::yes) return std::vector<std::string>{};
-    all_lack = all_lack && h == Holds::no;
+    if (h == Holds::yes) return Holds::yes;
+    if (h == Holds::unknown) all = Holds::unknown;
   }
-  if (!all_lack) return std::nullopt;
-  return kernels;
+  return all;
 }
 
 }  // namespace
@@ -134,25 +132,27 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
   };
   std::optional<std::string> verdict;
   if (g.needs_shared_memory) {
-    const auto lack = lacking(code, listed("shared_memory_kernels"), kSharedLoads, {});
-    if (lack && !lack->empty())
+    const std::vector<std::string> kernels = listed("shared_memory_kernels");
+    const Holds h = list_holds(code, kernels, kSharedLoads, {});
+    if (h == Holds::no)
       return "the kernel(s) of yours that ran with shared memory never read it: their machine code (cuobjdump "
              "--dump-sass) has no shared-memory load (LDS): " +
-             list_names(*lack) +
+             list_names(kernels) +
              ". Shared memory requested at launch, or written and never read, is not a tile: this step stages its "
              "operands in shared memory and reads them from there (index the __shared__ array itself: a tile read "
              "through a pointer the compiler cannot place in shared memory becomes a generic load, LD)";
-    if (lack) verdict = "";
+    if (h == Holds::yes) verdict = "";
   }
   if (!g.needs_instructions.empty()) {
+    const std::vector<std::string> kernels = listed("step_kernels");
     const std::set<std::string> wanted(g.needs_instructions.begin(), g.needs_instructions.end());
-    const auto lack = lacking(code, listed("step_kernels"), wanted, g.instruction_archs);
-    if (lack && !lack->empty())
+    const Holds h = list_holds(code, kernels, wanted, g.instruction_archs);
+    if (h == Holds::no)
       return "no kernel of yours that the gate's calls ran holds " + join_set(g.needs_instructions, " or ") +
-             " in its machine code (cuobjdump --dump-sass): " + list_names(*lack) +
+             " in its machine code (cuobjdump --dump-sass): " + list_names(kernels) +
              ". The values are right, but this step is about those instructions, and a kernel without them (an "
              "earlier step's) is not it";
-    if (lack) verdict = "";
+    if (h == Holds::yes) verdict = "";
   }
   return verdict;
 }

@@ -15,13 +15,12 @@ labkit::CusparseHandle& cusparse() {
 
 // Row i's error is <= (len_i + 1) u sum_j |a_ij x_j| for any order of its sum; x 2 for the products.
 double spmv_abs_bound(const labkit::Csr& A, const std::vector<double>& x) {
-  const double* a = A.values.data();
   double worst = 0;
   for (double w : labkit::parallel_parts<double>(std::size_t(A.rows), [&](std::size_t b, std::size_t e) {
          double part = 0;
          for (std::size_t i = b; i < e; ++i) {
            double m = 0;
-           for (int k = A.row_ptr[i]; k < A.row_ptr[i + 1]; ++k) m += std::fabs(a[k] * x[A.col_idx[k]]);
+           for (int k = A.row_ptr[i]; k < A.row_ptr[i + 1]; ++k) m += std::fabs(A.values[k] * x[A.col_idx[k]]);
            part = std::max(part, 2.0 * (A.row_ptr[i + 1] - A.row_ptr[i] + 1) * kU * m);
          }
          return part;

@@ -26,6 +26,9 @@ struct Problem {
 };
 
 
+// How far a converging solve's iteration count may be from the CPU reference's: same algorithm, different rounding.
+int iteration_slack(int reference_iterations) { return std::max(5, reference_iterations / 10); }
+
 // The verdict that depends on what the problem expects: convergence (true residual, iteration count near the CPU
 // reference's, the known solution), exactly max_iter iterations (x equal to the CPU's iterate), not_spd, or no
 // convergence on a singular problem.
@@ -39,7 +42,7 @@ void check_expected(const Problem& pr, const lab07::CgResult& res, const std::ve
       const auto ref = labkit::cg_ref(pr.A, pr.b, pr.tol, pr.max_iter);
       // Same algorithm, different rounding: the iteration counts agree closely (a wrong alpha or beta costs many
       // more; running on past convergence inside a graph batch shows up as extra iterations).
-      const int slack = std::max(5, ref.iterations / 10);
+      const int slack = iteration_slack(ref.iterations);
       if (std::abs(res.iterations - ref.iterations) > slack)
         FAIL(ctx << ": converged in " << res.iterations << " iterations, the CPU reference CG in " << ref.iterations
                  << " (allowed difference " << slack << "): check alpha = r^T r / p^T A p, beta = r_new^T r_new / "
@@ -359,7 +362,7 @@ void check_solver(Solver s) {
     const int iterations = small ? labkit::cg_ref(p.A, p.b, p.tol, p.max_iter).iterations : 0;
     if (cap.skips(iterations, p.label, p.race_checked)) continue;
     // Past the cap by more than check_expected's slack: no correct solver converges within it.
-    if (small && p.expect == Expect::converge && iterations - std::max(5, iterations / 10) > kMemcheckIterations) {
+    if (small && p.expect == Expect::converge && iterations - iteration_slack(iterations) > kMemcheckIterations) {
       p.max_iter = kMemcheckIterations;
       p.expect = Expect::max_iterations;
       p.exact.clear();

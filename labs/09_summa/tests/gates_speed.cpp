@@ -47,30 +47,17 @@ double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Milliseconds of fn on the slowest process, barrier to barrier, every GPU the process uses drained before the clock
-// stops (work left running after the return is counted, also on a GPU other than the rank's own).
 // The engine the gate's own timings run on: a stream and a cuBLAS handle of the gate's, on engine()'s device, made
 // before the step's first call. The step is handed engine() (not const), so a handle it left slowed
 // (cublasSetSmCountTarget, a math mode, a workspace) or a stream it replaced would slow the updates the gate times
 // alone, and so raise the step's `hidden`.
 lab09::Engine& baseline_engine() {
-  static lab09::Engine base = [] {
-    const lab09::Engine& e = engine();
-    lab09::Engine b;
-    b.gpu = e.gpu;
-    b.device = e.device;
-    if (b.gpu) {
-      LABKIT_CUDA(cudaSetDevice(b.device));
-      LABKIT_CUDA(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
-      if (cublasCreate(&b.blas) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
-      if (cublasSetStream(b.blas, b.stream) != CUBLAS_STATUS_SUCCESS)
-        throw std::runtime_error("cublasSetStream failed");
-    }
-    return b;
-  }();
+  static lab09::Engine base = lab09::make_engine();
   return base;
 }
 
+// Milliseconds of fn on the slowest process, barrier to barrier, every GPU the process uses drained before the clock
+// stops (work left running after the return is counted, also on a GPU other than the rank's own).
 double timed_ms(const std::function<void()>& fn) {
   labkit::synchronize_devices_in_use();
   MPI_Barrier(MPI_COMM_WORLD);
