@@ -5,15 +5,18 @@
 // key-value outputs must also keep each value with its key. Guard bands around every array, a second run compared
 // bit for bit.
 // What the gate files share (the steps, the sort check) is in gate_util.h; the speed gates are in gates_speed.cpp.
-// From 2^17 keys the checks run on the GPU first (device_check.h) and the host check only diagnoses a failure.
+// From 2^17 keys the checks run on the GPU first (device_check.h) and the host check only diagnoses a failure; the
+// smaller cases of a step are sorted in one batch, each in a slot of its own buffer (small_cases_batch).
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -223,6 +226,124 @@ void check_keys_case(Step s, std::size_t n, Pattern p, Order o) {
   require_same_runs(first.data(), d.data(), n, "keys", ctx);
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// The small cases of a step in one batch. A small sort is microseconds of kernels and about ten round trips to the
+// device (input, guards, the step, the check's download, a second run), and beside the other labs on one H200 each
+// round trip waits for the GPU's time slice: steps 4 and 5, about 200 cases under 2^17 keys each, took 6-8 s there
+// (a few tenths of a second alone). In a batch every case sorts its own slot of one buffer,
+//   [slot 0: n_0 keys][gap 0: at least max(n_0, 1024) guard words][slot 1: n_1 keys][gap 1] ...
+// each slot 256-byte aligned like cudaMalloc's pointers, and the whole buffer a GuardedBuffer. The calls go back to
+// back; one download then checks every slot with check_sort or check_pairs (the verdict each case gets on its own)
+// and every gap word unchanged, and a second batch must give the same bits. When anything is wrong every case runs
+// again on buffers of its own, whose failure names the case and the likely mistake; when they all pass, the batch's
+// finding fails the gate. Never under a sanitizer: memcheck needs each case at its exact size.
+struct SmallCase {
+  std::size_t n;
+  Pattern p;
+  Order o;
+};
+constexpr std::size_t kBatchBelow = kDeviceCheckMin;  // the larger cases check on the GPU, one by one
+constexpr std::size_t kGapMin = 1024, kSlotAlign = 64;     // floats
+
+std::string context(Step s, const SmallCase& c) { return context(s, c.n, c.p, c.o); }
+
+// "" when the batch is right, else what it found first.
+std::string small_cases_batch(Step s, const std::vector<SmallCase>& cases) {
+  const bool pairs = s == Step::pairs;
+  std::vector<std::size_t> at(cases.size());
+  std::size_t total = 0;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    at[k] = total;
+    total += cases[k].n + std::max(cases[k].n, kGapMin);
+    total = (total + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  }
+  // The host images: guard words everywhere (gaps included), then each case's keys (and values) in its slot.
+  const std::uint64_t gap_key = labkit::gate::seed(std::string("batch gaps ") + kStepName[int(s)]);
+  std::vector<float> keys(total);
+  std::vector<u32> values(pairs ? total : 0);
+  labkit::fill_guard_host(keys.data(), 0, total, 4, gap_key);
+  if (pairs) labkit::fill_guard_host(values.data(), 0, total, 4, labkit::mix64(gap_key));
+  std::vector<Input> inputs;
+  std::vector<u32> masks(cases.size());
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const SmallCase& c = cases[k];
+    inputs.emplace_back(c.p, c.n, input_seed(c.n, c.p, c.o));
+    std::copy(inputs[k].host().begin(), inputs[k].host().end(), keys.begin() + std::ptrdiff_t(at[k]));
+    if (!pairs) continue;
+    masks[k] = values_mask(context(s, c));
+    for (std::size_t i = 0; i < c.n; ++i) values[at[k] + i] = u32(i) ^ masks[k];
+  }
+  labkit::GuardedBuffer<float> dk(total, "keys (all small cases in one buffer)");
+  std::optional<labkit::GuardedBuffer<u32>> dv;
+  if (pairs) dv.emplace(total, "values (all small cases in one buffer)");
+  auto run = [&](std::vector<float>& got_keys, std::vector<u32>& got_values) {
+    dk.upload(keys);
+    if (pairs) dv->upload(values);
+    labkit::gate::own_kernels(kStepName[int(s)], [&] {
+      for (std::size_t k = 0; k < cases.size(); ++k) {
+        const SmallCase& c = cases[k];
+        if (pairs) lab04::sort_pairs(dk.data() + at[k], dv->data() + at[k], c.n, c.o);
+        else run_keys(s, dk.data() + at[k], c.n, c.o);
+      }
+    });
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    dk.download_into(got_keys);
+    if (pairs) dv->download_into(got_values);
+  };
+  std::vector<float> got;
+  std::vector<u32> got_values;
+  run(got, got_values);
+  for (const labkit::GuardReport& g : {dk.check_guards(), pairs ? dv->check_guards() : labkit::GuardReport{}})
+    if (!g.ok) return g.message;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const SmallCase& c = cases[k];
+    const std::size_t end = k + 1 < cases.size() ? at[k + 1] : total;
+    for (std::size_t j = at[k] + c.n; j < end; ++j)
+      if (labkit::float_bits(got[j]) != labkit::float_bits(keys[j]) || (pairs && got_values[j] != values[j]))
+        return context(s, c) + ": element " + std::to_string(j - at[k]) + " of its slot (" +
+               std::to_string(j - at[k] - c.n) + " past its end) was written";
+    const auto b = got.begin() + std::ptrdiff_t(at[k]);
+    const std::vector<float> slot(b, b + std::ptrdiff_t(c.n));
+    labkit::Verdict v;
+    if (pairs) {
+      const auto vb = got_values.begin() + std::ptrdiff_t(at[k]);
+      v = check_pairs(slot, std::vector<u32>(vb, vb + std::ptrdiff_t(c.n)), inputs[k].host(), c.o, masks[k]);
+    } else {
+      v = check_sort(slot, inputs[k].host(), c.o);
+    }
+    if (!v.ok) return context(s, c) + ": " + v.message;
+  }
+  if (!labkit::gate::repeat_runs()) return "";
+  std::vector<float> again;
+  std::vector<u32> again_values;
+  run(again, again_values);
+  for (std::size_t k = 0; k < cases.size(); ++k)
+    for (std::size_t i = 0; i < cases[k].n; ++i) {
+      const std::size_t j = at[k] + i;
+      if (labkit::float_bits(again[j]) != labkit::float_bits(got[j]) || (pairs && again_values[j] != got_values[j]))
+        return context(s, cases[k]) + ": a second batch gave other bits at " + (pairs ? "position " : "keys[") +
+               std::to_string(i) + (pairs ? "" : "]") + " than the first";
+    }
+  return "";
+}
+
+// Runs the batch and, when it finds anything, every case on its own (`one_by_one`), which fails at the case that is
+// wrong; when none is, the batch's finding fails the gate.
+void require_small_cases(Step s, const std::vector<SmallCase>& cases,
+                         const std::function<void(const SmallCase&)>& one_by_one) {
+  if (cases.empty()) return;
+  const std::string what = std::string(kStepName[int(s)]) + ", " + std::to_string(cases.size()) +
+                           " cases under " + std::to_string(kBatchBelow) + " keys";
+  const std::string failure = small_cases_batch(s, cases);
+  if (failure.empty()) return labkit::gate::require(labkit::Verdict{}, what + " in one batch");
+  for (const SmallCase& c : cases) one_by_one(c);
+  FAIL(what << ", each sorted in a slot of its own in one buffer, one call after another: " << failure
+            << "; yet each case passed on buffers of its own. Look for a race (results that change from run to run), "
+               "state kept from one call to the next (a size or a buffer in a static), or a store far past the end "
+               "(into another call's slot)\n  "
+            << labkit::gate::reproduce_hint());
+}
+
 // The top of the API's range (kMaxN = 2^31): 2^30 + 1 keys pad to 2^31, where an int stage bound (`int k = 2; k <=
 // N; k <<= 1`), an int pair index (2 * t) or an int element count overflow, while every size up to 2^24 sorts right
 // with them. Steps 3 and 5 (shared-memory chunks and the fused passes: 1-3 s each on an H100) sort it once,
@@ -360,8 +481,11 @@ bool runs(labkit::gate::SanitizerCap& cap, std::size_t n, Pattern p, Order o) {
 void check_keys_step(Step s) {
   const bool global_steps_only = s == Step::pow2 || s == Step::global;
   labkit::gate::SanitizerCap cap(kSanitizerCap, "keys", kRaceCap, global_steps_only ? kGlobalStepsMemcheckCap : 0);
+  std::vector<SmallCase> small;  // sorted in one batch after the loop
   auto one = [&](std::size_t n, Pattern p, Order o) {
-    if (runs(cap, n, p, o)) check_keys_case(s, n, p, o);
+    if (!runs(cap, n, p, o)) return;
+    if (n < kBatchBelow && !labkit::gate::under_sanitizer()) small.push_back({n, p, o});
+    else check_keys_case(s, n, p, o);
   };
   if (s == Step::pow2) {
     for_each_case(kPow2Sizes, false, one);
@@ -387,6 +511,7 @@ void check_keys_step(Step s) {
       }
     }
   }
+  require_small_cases(s, small, [&](const SmallCase& c) { check_keys_case(s, c.n, c.p, c.o); });
 }
 
 void check_rejects(Step s) {
@@ -472,12 +597,16 @@ TEST_CASE("step4.correct", "[lab04][step4][correctness]") {
   LABKIT_REQUIRE_GPU();
   {
     labkit::gate::SanitizerCap cap(kSanitizerCap, "keys", kRaceCap);
+    std::vector<SmallCase> small;  // sorted in one batch after the loop
     auto one = [&](std::size_t n, Pattern p, Order o) {
-      if (runs(cap, n, p, o)) check_pairs_case(n, p, o);
+      if (!runs(cap, n, p, o)) return;
+      if (n < kBatchBelow && !labkit::gate::under_sanitizer()) small.push_back({n, p, o});
+      else check_pairs_case(n, p, o);
     };
     for_each_case(kAnySizes, true, one);
     one(kLargeOdd, Pattern::specials, Order::ascending);
     one(kLarge, Pattern::random, Order::descending);
+    require_small_cases(Step::pairs, small, [](const SmallCase& c) { check_pairs_case(c.n, c.p, c.o); });
   }
   check_rejects(Step::pairs);
 }
