@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -203,16 +204,23 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
       used += run_one_process(lab, spec, todo, speed, hidden, used, turns);
       if (speed) time_lost_again(lab, spec, todo, hidden, before, turns);
     }
-    // The machine code of the kernels these gates ran, for the steps about an instruction (sass.h).
-    if (!spec.exe.empty()) check_instructions(lab, spec.exe, hidden);
-    // The checks of these gates.
-    GpuTurns::Turn turn(turns, false);
-    if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
-      run_sanitizer(lab, spec, "memcheck", strict, hidden);
-      run_sanitizer(lab, spec, "racecheck", strict, hidden);
-    } else {  // the default: a memory error or race on the small shapes fails its gate
-      check_with_sanitizers(lab, spec, hidden);
+    // The machine code of the kernels these gates ran, for the steps about an instruction (sass.h): cuobjdump reads
+    // the binary in a thread of its own while the memory and race checks run, and its findings apply after them.
+    std::future<InstructionFindings> code;
+    if (!spec.exe.empty())
+      code = std::async(std::launch::async, [gates = lab.gates, exe = spec.exe, hidden] {
+        return find_instructions(gates, exe, hidden);
+      });
+    {  // The checks of these gates.
+      GpuTurns::Turn turn(turns, false);
+      if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
+        run_sanitizer(lab, spec, "memcheck", strict, hidden);
+        run_sanitizer(lab, spec, "racecheck", strict, hidden);
+      } else {  // the default: a memory error or race on the small shapes fails its gate
+        check_with_sanitizers(lab, spec, hidden);
+      }
     }
+    if (code.valid()) apply_instructions(lab, code.get());
   }
   apply_rubric(lab);
 }

@@ -157,22 +157,23 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
   return verdict;
 }
 
-void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
-  using detail::add_note;
+InstructionFindings find_instructions(const std::vector<GateResult>& gates_in, const fs::path& exe, bool hidden) {
+  InstructionFindings found;
+  found.hidden = hidden;
   std::set<std::string> kernels;
-  std::vector<GateResult*> gates;
-  for (auto& g : lab.gates) {
+  std::vector<const GateResult*> gates;
+  for (const auto& g : gates_in) {
     if (g.hidden != hidden || g.status != Status::passed) continue;
     if (!g.needs_shared_memory && g.needs_instructions.empty()) continue;
     gates.push_back(&g);
     for (const char* list : {"shared_memory_kernels", "step_kernels"})
       if (auto it = g.names.find(list); it != g.names.end()) kernels.insert(it->second.begin(), it->second.end());
   }
-  if (gates.empty() || kernels.empty()) return;
+  if (gates.empty() || kernels.empty()) return found;
   const auto cuobjdump = find_program("cuobjdump", {"/usr/local/cuda/bin"});
   if (!cuobjdump) {
-    add_note(lab, "machine-code checks not done: cuobjdump was not found (it comes with the CUDA toolkit)");
-    return;
+    found.note = "machine-code checks not done: cuobjdump was not found (it comes with the CUDA toolkit)";
+    return found;
   }
   // Only the kernels the gates ran: a gate binary with Thrust's sorts holds hundreds of thousands of lines of SASS
   // (lab 04's, dumped whole: 6.8 s on an H200 machine).
@@ -183,39 +184,50 @@ void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
   if (r.exit_code != 0 || r.output.find("Function : ") == std::string::npos)
     r = run_command({cuobjdump->string(), "--dump-sass", exe.string()}, 300);
   if (r.exit_code != 0) {
-    add_note(lab, "machine-code checks not done: cuobjdump --dump-sass failed (" +
-                      (r.timed_out ? std::string("it timed out") : trim_message(r.output, 2, 200)) + ")");
-    return;
+    found.note = "machine-code checks not done: cuobjdump --dump-sass failed (" +
+                 (r.timed_out ? std::string("it timed out") : trim_message(r.output, 2, 200)) + ")";
+    return found;
   }
   if (r.output.size() >= (std::size_t(64) << 20)) {  // run_command keeps 64 MiB: the rest of the dump is lost
-    add_note(lab, "machine-code checks not done: cuobjdump's dump of the gate binary is over 64 MiB");
-    return;
+    found.note = "machine-code checks not done: cuobjdump's dump of the gate binary is over 64 MiB";
+    return found;
   }
   const SassOpcodes code = parse_sass(r.output);
-  int checked = 0, failed = 0, unjudged = 0;
-  for (GateResult* g : gates) {
+  int checked = 0, unjudged = 0;
+  for (const GateResult* g : gates) {
     const std::optional<std::string> v = judge_instructions(*g, code);
     if (!v) {
       ++unjudged;
       continue;
     }
     ++checked;
-    if (v->empty()) continue;
-    ++failed;
-    g->status = Status::failed;
-    g->message = *v;
+    if (!v->empty()) found.failures.emplace_back(g->id, *v);
   }
   char took[32];
   std::snprintf(took, sizeof took, "%.1f s",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  std::string note = "machine code: " + std::to_string(checked) + (hidden ? " hidden" : "") +
-                     " gate(s) checked for the instructions their step is about (cuobjdump, " + took + ")";
-  if (failed) note += ", " + std::to_string(failed) + " failed";
+  found.note = "machine code: " + std::to_string(checked) + (hidden ? " hidden" : "") +
+               " gate(s) checked for the instructions their step is about (cuobjdump, " + took + ")";
+  if (!found.failures.empty()) found.note += ", " + std::to_string(found.failures.size()) + " failed";
   if (unjudged)
-    note += "; " + std::to_string(unjudged) +
-            " not judged (a kernel's code not in the binary for a GPU the check reads, named in several files, or "
-            "calling other functions)";
-  add_note(lab, note);
+    found.note += "; " + std::to_string(unjudged) +
+                  " not judged (a kernel's code not in the binary for a GPU the check reads, named in several files, "
+                  "or calling other functions)";
+  return found;
+}
+
+void apply_instructions(LabResult& lab, const InstructionFindings& found) {
+  for (const auto& [id, message] : found.failures)
+    for (auto& g : lab.gates)
+      if (g.id == id && g.hidden == found.hidden && g.status == Status::passed) {  // a sanitizer may have failed it
+        g.status = Status::failed;
+        g.message = message;
+      }
+  if (!found.note.empty()) detail::add_note(lab, found.note);
+}
+
+void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
+  apply_instructions(lab, find_instructions(lab.gates, exe, hidden));
 }
 
 }  // namespace labgrade

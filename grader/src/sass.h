@@ -16,6 +16,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "scoring.h"
 #include "util.h"
@@ -45,6 +47,17 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
 
 // After a lab's graded run (the gates of one visibility, as run_and_score runs them): reads the SASS of the listed
 // kernels from `exe` and fails the passed gates whose kernels lack what they need; notes what could not be checked.
-void check_instructions(LabResult& lab, const fs::path& exe, bool hidden);
+// In two halves, so that cuobjdump (seconds on a large gate binary: lab 01's 7.4 s beside the other labs on one
+// H200, all of it between the lab's graded run and its memory and race checks) runs beside those checks:
+// find_instructions reads a copy of the gates and the binary (no LabResult, so another thread may run it), and
+// apply_instructions fails the gates it found lacking that are still passed and adds its note.
+struct InstructionFindings {
+  bool hidden = false;
+  std::vector<std::pair<std::string, std::string>> failures;  // gate id, message
+  std::string note;                                           // "" when no gate needed a check
+};
+InstructionFindings find_instructions(const std::vector<GateResult>& gates, const fs::path& exe, bool hidden);
+void apply_instructions(LabResult& lab, const InstructionFindings& found);
+void check_instructions(LabResult& lab, const fs::path& exe, bool hidden);  // both, one after the other
 
 }  // namespace labgrade
