@@ -6,7 +6,6 @@
 #include <chrono>
 #include <exception>
 #include <fstream>
-#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -194,6 +193,8 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
   // One lab time limit for all runs, counted as the limits count: by progress. The clock (lab.run_seconds) would
   // leave the later runs nothing after one that waited long for a busy machine's CPUs.
   double used = used_s;
+  std::shared_future<SassDump> sass;  // the gate binary's machine code, read beside the first untimed run (sass.h)
+  const bool machine_code = !spec.exe.empty() && needs_machine_code(lab);
   for (const bool hidden : {false, true}) {
     // The speed process first: labs that start together then take their exclusive turns one after another before
     // any untimed run has started, instead of each waiting for the others' untimed runs to end.
@@ -201,26 +202,24 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
       const auto todo = gates_to_run(lab, hidden, speed);
       if (todo.empty()) continue;
       const double before = used;
+      if (!speed && machine_code && !sass.valid()) sass = start_sass_dump(spec.exe);
       used += run_one_process(lab, spec, todo, speed, hidden, used, turns);
       if (speed) time_lost_again(lab, spec, todo, hidden, before, turns);
     }
-    // The machine code of the kernels these gates ran, for the steps about an instruction (sass.h): cuobjdump reads
-    // the binary in a thread of its own while the memory and race checks run, and its findings apply after them.
-    std::future<InstructionFindings> code;
-    if (!spec.exe.empty())
-      code = std::async(std::launch::async, [gates = lab.gates, exe = spec.exe, hidden] {
-        return find_instructions(gates, exe, hidden);
-      });
-    {  // The checks of these gates.
-      GpuTurns::Turn turn(turns, false);
-      if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
-        run_sanitizer(lab, spec, "memcheck", strict, hidden);
-        run_sanitizer(lab, spec, "racecheck", strict, hidden);
-      } else {  // the default: a memory error or race on the small shapes fails its gate
-        check_with_sanitizers(lab, spec, hidden);
-      }
+    // The machine code of the kernels these gates ran, for the steps about an instruction (sass.h), before the
+    // checks below: a gate failed here is not checked again.
+    if (machine_code) {
+      if (!sass.valid()) sass = start_sass_dump(spec.exe);
+      apply_instructions(lab, find_instructions(lab.gates, sass.get(), hidden));
     }
-    if (code.valid()) apply_instructions(lab, code.get());
+    // The checks of these gates.
+    GpuTurns::Turn turn(turns, false);
+    if (sanitize) {  // --sanitize: every correctness and cpu gate in a process of its own, the full shapes' run
+      run_sanitizer(lab, spec, "memcheck", strict, hidden);
+      run_sanitizer(lab, spec, "racecheck", strict, hidden);
+    } else {  // the default: a memory error or race on the small shapes fails its gate
+      check_with_sanitizers(lab, spec, hidden);
+    }
   }
   apply_rubric(lab);
 }

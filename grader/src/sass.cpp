@@ -4,6 +4,8 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <future>
+#include <system_error>
 #include <vector>
 
 #include "objcheck.h"  // demangle
@@ -157,45 +159,61 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
   return verdict;
 }
 
-InstructionFindings find_instructions(const std::vector<GateResult>& gates_in, const fs::path& exe, bool hidden) {
+bool needs_machine_code(const LabResult& lab) {
+  return std::any_of(lab.gates.begin(), lab.gates.end(),
+                     [](const GateResult& g) { return g.needs_shared_memory || !g.needs_instructions.empty(); });
+}
+
+SassDump dump_sass(const fs::path& exe) {
+  SassDump d;
+  const auto started = std::chrono::steady_clock::now();
+  const auto cuobjdump = find_program("cuobjdump", {"/usr/local/cuda/bin"});
+  if (!cuobjdump) {
+    d.why_not = "cuobjdump was not found (it comes with the CUDA toolkit)";
+    return d;
+  }
+  // The whole binary: which kernels the gates ran is known only after the run, and the dump starts with it. Lab
+  // 04's (Thrust's sorts) is 13 MB of text, 6.8 s on an H200 machine, all of it beside the lab's untimed gates.
+  const CommandResult r = run_command({cuobjdump->string(), "--dump-sass", exe.string()}, 300);
+  if (r.exit_code != 0)
+    d.why_not = "cuobjdump --dump-sass failed (" +
+                (r.timed_out ? std::string("it timed out") : trim_message(r.output, 2, 200)) + ")";
+  else if (r.output.size() >= (std::size_t(64) << 20))  // run_command keeps 64 MiB: the rest of the dump is lost
+    d.why_not = "cuobjdump's dump of the gate binary is over 64 MiB";
+  else
+    d.code = parse_sass(r.output);
+  d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return d;
+}
+
+std::shared_future<SassDump> start_sass_dump(const fs::path& exe) {
+  try {
+    return std::async(std::launch::async, dump_sass, exe).share();
+  } catch (const std::system_error&) {  // no thread to be had: dump when the result is asked for
+    return std::async(std::launch::deferred, dump_sass, exe).share();
+  }
+}
+
+InstructionFindings find_instructions(const std::vector<GateResult>& gates_in, const SassDump& dump, bool hidden) {
   InstructionFindings found;
   found.hidden = hidden;
-  std::set<std::string> kernels;
+  bool listed = false;
   std::vector<const GateResult*> gates;
   for (const auto& g : gates_in) {
     if (g.hidden != hidden || g.status != Status::passed) continue;
     if (!g.needs_shared_memory && g.needs_instructions.empty()) continue;
     gates.push_back(&g);
     for (const char* list : {"shared_memory_kernels", "step_kernels"})
-      if (auto it = g.names.find(list); it != g.names.end()) kernels.insert(it->second.begin(), it->second.end());
+      if (auto it = g.names.find(list); it != g.names.end() && !it->second.empty()) listed = true;
   }
-  if (gates.empty() || kernels.empty()) return found;
-  const auto cuobjdump = find_program("cuobjdump", {"/usr/local/cuda/bin"});
-  if (!cuobjdump) {
-    found.note = "machine-code checks not done: cuobjdump was not found (it comes with the CUDA toolkit)";
+  if (gates.empty() || !listed) return found;
+  if (!dump.code) {
+    found.note = "machine-code checks not done: " + dump.why_not;
     return found;
   }
-  // Only the kernels the gates ran: a gate binary with Thrust's sorts holds hundreds of thousands of lines of SASS
-  // (lab 04's, dumped whole: 6.8 s on an H200 machine).
-  const auto started = std::chrono::steady_clock::now();
-  CommandResult r = run_command({cuobjdump->string(), "--dump-sass", "--function",
-                                 join(std::vector<std::string>(kernels.begin(), kernels.end()), ","), exe.string()},
-                                120);
-  if (r.exit_code != 0 || r.output.find("Function : ") == std::string::npos)
-    r = run_command({cuobjdump->string(), "--dump-sass", exe.string()}, 300);
-  if (r.exit_code != 0) {
-    found.note = "machine-code checks not done: cuobjdump --dump-sass failed (" +
-                 (r.timed_out ? std::string("it timed out") : trim_message(r.output, 2, 200)) + ")";
-    return found;
-  }
-  if (r.output.size() >= (std::size_t(64) << 20)) {  // run_command keeps 64 MiB: the rest of the dump is lost
-    found.note = "machine-code checks not done: cuobjdump's dump of the gate binary is over 64 MiB";
-    return found;
-  }
-  const SassOpcodes code = parse_sass(r.output);
   int checked = 0, unjudged = 0;
   for (const GateResult* g : gates) {
-    const std::optional<std::string> v = judge_instructions(*g, code);
+    const std::optional<std::string> v = judge_instructions(*g, *dump.code);
     if (!v) {
       ++unjudged;
       continue;
@@ -204,8 +222,7 @@ InstructionFindings find_instructions(const std::vector<GateResult>& gates_in, c
     if (!v->empty()) found.failures.emplace_back(g->id, *v);
   }
   char took[32];
-  std::snprintf(took, sizeof took, "%.1f s",
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  std::snprintf(took, sizeof took, "%.1f s", dump.seconds);
   found.note = "machine code: " + std::to_string(checked) + (hidden ? " hidden" : "") +
                " gate(s) checked for the instructions their step is about (cuobjdump, " + took + ")";
   if (!found.failures.empty()) found.note += ", " + std::to_string(found.failures.size()) + " failed";
@@ -219,7 +236,7 @@ InstructionFindings find_instructions(const std::vector<GateResult>& gates_in, c
 void apply_instructions(LabResult& lab, const InstructionFindings& found) {
   for (const auto& [id, message] : found.failures)
     for (auto& g : lab.gates)
-      if (g.id == id && g.hidden == found.hidden && g.status == Status::passed) {  // a sanitizer may have failed it
+      if (g.id == id && g.hidden == found.hidden && g.status == Status::passed) {
         g.status = Status::failed;
         g.message = message;
       }
@@ -227,7 +244,7 @@ void apply_instructions(LabResult& lab, const InstructionFindings& found) {
 }
 
 void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
-  apply_instructions(lab, find_instructions(lab.gates, exe, hidden));
+  if (needs_machine_code(lab)) apply_instructions(lab, find_instructions(lab.gates, dump_sass(exe), hidden));
 }
 
 }  // namespace labgrade

@@ -12,6 +12,7 @@
 // A gate that passed and fails this becomes failed, with the kernels named. What cannot be judged (no cuobjdump, no
 // kernel of the list in the binary's SASS: code only as PTX, or a library's) is left as it is, with a lab note.
 #pragma once
+#include <future>
 #include <map>
 #include <optional>
 #include <set>
@@ -45,19 +46,28 @@ SassOpcodes parse_sass(const std::string& cuobjdump_text);
 // body there, and calling no other function (a callee's code, which `--function` does not dump, could hold it).
 std::optional<std::string> judge_instructions(const GateResult& g, const SassOpcodes& code);
 
-// After a lab's graded run (the gates of one visibility, as run_and_score runs them): reads the SASS of the listed
-// kernels from `exe` and fails the passed gates whose kernels lack what they need; notes what could not be checked.
-// In two halves, so that cuobjdump (seconds on a large gate binary: lab 01's 7.4 s beside the other labs on one
-// H200, all of it between the lab's graded run and its memory and race checks) runs beside those checks:
-// find_instructions reads a copy of the gates and the binary (no LabResult, so another thread may run it), and
-// apply_instructions fails the gates it found lacking that are still passed and adds its note.
+// After a lab's graded run (the gates of one visibility, as run_and_score runs them) and before its memory and race
+// checks: fails the passed gates whose kernels lack what they need, from the SASS of the whole gate binary, and notes
+// what could not be checked. cuobjdump takes seconds on a large binary (lab 01's 7.4 s beside the other labs on one
+// H200, when it ran between the graded run and the checks), so run_and_score starts it in a thread of its own when
+// the lab's untimed gates start (start_sass_dump: the binary is what it reads, not which kernels ran) and uses it
+// after them: find_instructions judges a copy of the gates against the dump, apply_instructions fails those it found
+// lacking and adds its note. A gate failed here is not run again under the sanitizers.
+struct SassDump {
+  std::optional<SassOpcodes> code;  // none: why_not says why
+  std::string why_not;
+  double seconds = 0;  // cuobjdump and the parse
+};
 struct InstructionFindings {
   bool hidden = false;
   std::vector<std::pair<std::string, std::string>> failures;  // gate id, message
   std::string note;                                           // "" when no gate needed a check
 };
-InstructionFindings find_instructions(const std::vector<GateResult>& gates, const fs::path& exe, bool hidden);
+bool needs_machine_code(const LabResult& lab);  // a gate of the lab's rubric has needs_shared_memory or _instructions
+SassDump dump_sass(const fs::path& exe);
+std::shared_future<SassDump> start_sass_dump(const fs::path& exe);  // dump_sass in a thread of its own
+InstructionFindings find_instructions(const std::vector<GateResult>& gates, const SassDump& dump, bool hidden);
 void apply_instructions(LabResult& lab, const InstructionFindings& found);
-void check_instructions(LabResult& lab, const fs::path& exe, bool hidden);  // both, one after the other
+void check_instructions(LabResult& lab, const fs::path& exe, bool hidden);  // all of it, in this thread
 
 }  // namespace labgrade

@@ -168,18 +168,18 @@ TEST_CASE("needs_instructions in the rubric: correctness gates, a list of opcode
 }
 
 namespace {
-// A stand-in cuobjdump first on PATH for the scope: it prints `dump`, and fails when given --function if
-// `function_fails` (cuobjdump versions differ in what they accept there), as check_instructions must then dump the
-// whole binary.
+// A stand-in cuobjdump first on PATH for the scope: it prints `dump` when asked for the whole binary's SASS (with
+// `fails`, an error and exit status 1), and refuses anything else, such as --function: the check reads the whole
+// binary, whose dump starts before the gates that say which kernels ran have ended.
 struct FakeCuobjdump {
   test::TempDir dir{"cuobjdump"};
   std::string saved = std::getenv("PATH") ? std::getenv("PATH") : "";
-  FakeCuobjdump(const std::string& dump, bool function_fails) {
+  FakeCuobjdump(const std::string& dump, bool fails) {
     std::ofstream(dir.path / "dump.txt") << dump;
     const fs::path exe = dir.path / "cuobjdump";
     std::ofstream(exe) << "#!/bin/sh\n"
-                       << (function_fails ? "case \"$*\" in *--function*) echo 'no such function' >&2; exit 1 ;; esac\n"
-                                          : "")
+                       << "[ \"$1\" = --dump-sass ] && [ $# -eq 2 ] || { echo 'unexpected arguments' >&2; exit 2; }\n"
+                       << (fails ? "echo 'cuobjdump fatal   : Could not open input file' >&2; exit 1\n" : "")
                        << "cat '" << (dir.path / "dump.txt").string() << "'\n";
     fs::permissions(exe, fs::perms::owner_all);
     setenv("PATH", (dir.path.string() + ":" + saved).c_str(), 1);
@@ -189,9 +189,8 @@ struct FakeCuobjdump {
 }  // namespace
 
 TEST_CASE("check_instructions: fails the passed gates whose kernels lack what their step is about", "[sass]") {
-  for (const bool function_fails : {false, true}) {
-    INFO("cuobjdump --function " << (function_fails ? "refused" : "accepted"));
-    FakeCuobjdump fake(kDump, function_fails);
+  {
+    FakeCuobjdump fake(kDump, false);
     LabResult lab;
     lab.gates.push_back(gate(true, {}, {kTiled}, {kTiled}));
     lab.gates.push_back(gate(true, {}, {kNaive}, {kNaive}));
@@ -213,4 +212,50 @@ TEST_CASE("check_instructions: fails the passed gates whose kernels lack what th
     CHECK_THAT(lab.notes[0], ContainsSubstring("1 failed"));
     CHECK_THAT(lab.notes[0], ContainsSubstring("1 not judged"));
   }
+}
+
+TEST_CASE("check_instructions: a dump that fails or is not needed changes no gate", "[sass]") {
+  {
+    FakeCuobjdump fake(kDump, true);
+    LabResult lab;
+    lab.gates.push_back(gate(true, {}, {kNaive}, {kNaive}));
+    check_instructions(lab, "/nonexistent/gates", false);
+    CHECK(lab.gates[0].status == Status::passed);
+    REQUIRE(lab.notes.size() == 1);
+    CHECK_THAT(lab.notes[0], ContainsSubstring("machine-code checks not done: cuobjdump --dump-sass failed"));
+    CHECK_THAT(lab.notes[0], ContainsSubstring("Could not open input file"));
+  }
+  {  // No gate of the rubric needs it: cuobjdump is not even started (a failing one would leave a note).
+    FakeCuobjdump fake(kDump, true);
+    LabResult lab;
+    lab.gates.push_back(gate(false, {}, {kNaive}, {kNaive}));
+    CHECK_FALSE(needs_machine_code(lab));
+    check_instructions(lab, "/nonexistent/gates", false);
+    CHECK(lab.notes.empty());
+  }
+}
+
+TEST_CASE("start_sass_dump: one dump in a thread, judged for each visibility as check_instructions judges", "[sass]") {
+  FakeCuobjdump fake(kDump, false);
+  LabResult lab;
+  lab.gates.push_back(gate(true, {}, {kNaive}, {kNaive}));
+  lab.gates.push_back(gate(true, {}, {kNaive}, {kNaive}));
+  lab.gates.back().hidden = true;
+  lab.gates.push_back(gate(true, {}, {kTiled}, {kTiled}));
+  lab.gates.back().id = "step4.correct";
+  lab.gates.back().hidden = true;
+  const std::shared_future<SassDump> dump = start_sass_dump("/nonexistent/gates");
+  REQUIRE(dump.get().code);
+  apply_instructions(lab, find_instructions(lab.gates, dump.get(), false));
+  CHECK(lab.gates[0].status == Status::failed);
+  CHECK(lab.gates[1].status == Status::passed);  // hidden: judged with the hidden gates
+  lab.gates[1].status = Status::failed;          // as a sanitizer run may fail a gate before the findings apply
+  lab.gates[1].message = "racecheck: a hazard";
+  const InstructionFindings hidden = find_instructions(lab.gates, dump.get(), true);
+  CHECK(hidden.failures.empty());  // a gate no longer passed is not judged
+  apply_instructions(lab, hidden);
+  CHECK(lab.gates[1].message == "racecheck: a hazard");
+  CHECK(lab.gates[2].status == Status::passed);
+  REQUIRE(lab.notes.size() == 2);
+  CHECK_THAT(lab.notes[1], ContainsSubstring("machine code: 1 hidden gate(s) checked"));
 }

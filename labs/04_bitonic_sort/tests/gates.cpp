@@ -334,7 +334,16 @@ void require_small_cases(Step s, const std::vector<SmallCase>& cases,
   if (cases.empty()) return;
   const std::string what = std::string(kStepName[int(s)]) + ", " + std::to_string(cases.size()) +
                            " cases under " + std::to_string(kBatchBelow) + " keys";
-  const std::string failure = small_cases_batch(s, cases);
+  std::string failure;
+  try {
+    failure = small_cases_batch(s, cases);
+  } catch (const std::exception& e) {  // a fault (sticky: no case can run after it) or a library call refused
+    FAIL(what << ", sorted one after another in one buffer: " << e.what()
+              << "\n  Which case: under compute-sanitizer the cases run one by one, and memcheck names the kernel and "
+                 "the access (labgrade --sanitize, or the gate binary under compute-sanitizer with LABKIT_SANITIZER="
+                 "memcheck)\n  "
+              << labkit::gate::reproduce_hint());
+  }
   if (failure.empty()) return labkit::gate::require(labkit::Verdict{}, what + " in one batch");
   for (const SmallCase& c : cases) one_by_one(c);
   FAIL(what << ", each sorted in a slot of its own in one buffer, one call after another: " << failure
@@ -481,11 +490,12 @@ bool runs(labkit::gate::SanitizerCap& cap, std::size_t n, Pattern p, Order o) {
 void check_keys_step(Step s) {
   const bool global_steps_only = s == Step::pow2 || s == Step::global;
   labkit::gate::SanitizerCap cap(kSanitizerCap, "keys", kRaceCap, global_steps_only ? kGlobalStepsMemcheckCap : 0);
-  std::vector<SmallCase> small;  // sorted in one batch after the loop
+  // The small cases first, in one batch, then the large ones one by one in the same order: a step wrong at every
+  // size is reported on a small case, never first on 2^30 + 1 keys (whose message says the smaller sizes passed).
+  std::vector<SmallCase> small, large;
   auto one = [&](std::size_t n, Pattern p, Order o) {
     if (!runs(cap, n, p, o)) return;
-    if (n < kBatchBelow && !labkit::gate::under_sanitizer()) small.push_back({n, p, o});
-    else check_keys_case(s, n, p, o);
+    (n < kBatchBelow && !labkit::gate::under_sanitizer() ? small : large).push_back({n, p, o});
   };
   if (s == Step::pow2) {
     for_each_case(kPow2Sizes, false, one);
@@ -498,20 +508,21 @@ void check_keys_step(Step s) {
       one(kLarge, Pattern::random, Order::descending);
     if (s == Step::fused)  // several fused global passes per stage, with padding in the last chunks
       one(kLarge - 3, Pattern::specials, Order::ascending);
-    if ((s == Step::shared || s == Step::fused) && runs(cap, kHuge, Pattern::random, Order::ascending)) {
-      std::size_t free_bytes = 0, total_bytes = 0;
-      LABKIT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
-      if (free_bytes >= kHugeFreeBytesNeeded) {
-        check_huge_case(s);
-      } else {
-        std::cout << "  [lab04] left out n = 2^30 + 1 (" << kStepName[int(s)] << "): it runs where "
-                  << (kHugeFreeBytesNeeded >> 30) << " GB of device memory are free, " << (free_bytes >> 30)
-                  << " GB are" << std::endl;
-        labkit::report::metric("huge_case_left_out", 1, "cases");
-      }
-    }
   }
   require_small_cases(s, small, [&](const SmallCase& c) { check_keys_case(s, c.n, c.p, c.o); });
+  for (const SmallCase& c : large) check_keys_case(s, c.n, c.p, c.o);
+  if ((s == Step::shared || s == Step::fused) && runs(cap, kHuge, Pattern::random, Order::ascending)) {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    LABKIT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (free_bytes >= kHugeFreeBytesNeeded) {
+      check_huge_case(s);
+    } else {
+      std::cout << "  [lab04] left out n = 2^30 + 1 (" << kStepName[int(s)] << "): it runs where "
+                << (kHugeFreeBytesNeeded >> 30) << " GB of device memory are free, " << (free_bytes >> 30)
+                << " GB are" << std::endl;
+      labkit::report::metric("huge_case_left_out", 1, "cases");
+    }
+  }
 }
 
 void check_rejects(Step s) {
@@ -597,16 +608,16 @@ TEST_CASE("step4.correct", "[lab04][step4][correctness]") {
   LABKIT_REQUIRE_GPU();
   {
     labkit::gate::SanitizerCap cap(kSanitizerCap, "keys", kRaceCap);
-    std::vector<SmallCase> small;  // sorted in one batch after the loop
+    std::vector<SmallCase> small, large;  // the small ones in one batch first, as check_keys_step
     auto one = [&](std::size_t n, Pattern p, Order o) {
       if (!runs(cap, n, p, o)) return;
-      if (n < kBatchBelow && !labkit::gate::under_sanitizer()) small.push_back({n, p, o});
-      else check_pairs_case(n, p, o);
+      (n < kBatchBelow && !labkit::gate::under_sanitizer() ? small : large).push_back({n, p, o});
     };
     for_each_case(kAnySizes, true, one);
     one(kLargeOdd, Pattern::specials, Order::ascending);
     one(kLarge, Pattern::random, Order::descending);
     require_small_cases(Step::pairs, small, [](const SmallCase& c) { check_pairs_case(c.n, c.p, c.o); });
+    for (const SmallCase& c : large) check_pairs_case(c.n, c.p, c.o);
   }
   check_rejects(Step::pairs);
 }
