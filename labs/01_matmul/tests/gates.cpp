@@ -2,17 +2,20 @@
 // size, 1xN and Mx1, M,N >> K), fresh random inputs per run, guard bands around every array, C checked for
 // never-written elements and for run-to-run differences, and shapes whose A, B or C pointer is not 16-byte aligned
 // (rows that suit 16-byte loads, so that a float4 path without an alignment check faults or reads the wrong
-// elements). Speed: every step against the gate's own cuBLAS call (tests/cublas_baseline.h), fresh inputs and a
+// elements); the shapes whose product the CPU computes in full run in one batch per step (shapes_batch_failure), each
+// on its own buffers when anything is wrong. Speed: every step against the gate's own cuBLAS call (tests/cublas_baseline.h), fresh inputs and a
 // cold L2 per timed call, the output of a timed call the gate's secret picks and of the last verified
 // (labkit::compare_speed with a TimedCase).
 #include <catch2/catch_test_macros.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cublas_baseline.h"
@@ -144,7 +147,9 @@ std::vector<float> with_prefix(std::size_t n, int off, const std::string& label)
 }
 std::vector<float> tail(const std::vector<float>& v, int off) { return std::vector<float>(v.begin() + off, v.end()); }
 
-struct Inputs {
+// A shape's inputs on the host: what the one-shape check (Inputs) and the batch of shapes (shapes_batch_failure)
+// upload, the same values for both.
+struct HostInputs {
   Shape s;
   Offsets off;
   std::vector<float> A_all, B_all, C_all;  // the whole allocations (offset elements first)
@@ -152,9 +157,7 @@ struct Inputs {
   // max |C0| + |A||B| for the full-reference shapes (the checks' CheckOptions::scale), 0 above them: large outputs
   // have so many elements that their largest cannot all cancel. Computed once: a shape is checked twice.
   double scale;
-  labkit::GuardedBuffer<float> dA, dB, dC;
-  std::vector<float> last_C_all;  // the whole of C's allocation after the last run_step
-  explicit Inputs(Shape sh, Offsets o = {})
+  explicit HostInputs(Shape sh, Offsets o = {})
       : s(sh),
         off(o),
         A_all(with_prefix(std::size_t(sh.M) * sh.K, o.a, "A " + str(sh, o))),
@@ -163,7 +166,14 @@ struct Inputs {
         A(tail(A_all, o.a)),
         B(tail(B_all, o.b)),
         C0(tail(C_all, o.c)),
-        scale(full_reference(sh) ? labkit::matmul_abs_max(sh.M, sh.N, sh.K, A, B, C0) : 0.0),
+        scale(full_reference(sh) ? labkit::matmul_abs_max(sh.M, sh.N, sh.K, A, B, C0) : 0.0) {}
+};
+
+struct Inputs : HostInputs {
+  labkit::GuardedBuffer<float> dA, dB, dC;
+  std::vector<float> last_C_all;  // the whole of C's allocation after the last run_step
+  explicit Inputs(Shape sh, Offsets o = {})
+      : HostInputs(sh, o),
         dA(A_all.size(), "A"),
         dB(B_all.size(), "B"),
         dC(C_all.size(), "C") {
@@ -190,7 +200,7 @@ struct Inputs {
   }
 };
 
-labkit::CheckOptions options_for(const Inputs& in) {
+labkit::CheckOptions options_for(const HostInputs& in) {
   labkit::CheckOptions opt;
   opt.tolerance = tolerance(in.s.K);
   opt.scale = in.scale;
@@ -314,6 +324,98 @@ void check_shape(Step step, const Shape& s, Offsets o = {}) {
   labkit::gate::require(same, ctx);
 }
 
+// Every shape of a step whose product the CPU computes in full, in one batch. A shape on its own is a dozen round
+// trips to the device (three allocations and their fills, uploads, the step, C downloaded twice, guard scans), and
+// beside the other labs on one H200 each waits for the GPU's time slices: the 19 small and misaligned shapes took
+// 0.45-0.9 s each over the twelve steps, about 12 s of the lab's 18 s plain run. In the batch each shape has a slot
+// of its own in one A, one B and one C buffer:
+//   [slot k: the shape's offset floats, its matrix][gap: at least max(its size, 1024) guard words][slot k + 1] ...
+// each slot 256-byte aligned like cudaMalloc's pointers (the offsets then put a pointer off every 16-byte boundary
+// as on its own), and every buffer a GuardedBuffer. The calls go back to back; one download of C then checks each
+// shape's C against the CPU's product (check_close, the tolerance and scale of its own check), the floats before it
+// and every gap word unchanged, A and B unchanged, and a second batch the same bit for bit. On any finding every shape
+// runs again on buffers of its own (check_shape), whose message names the shape and the likely mistake.
+// Returns "" when the batch is right, else what it found first.
+std::string shapes_batch_failure(Step step, const std::vector<std::pair<Shape, Offsets>>& cases) {
+  constexpr std::size_t kGapMin = 1024, kAlign = 64;  // floats
+  std::vector<HostInputs> in;
+  for (const auto& [sh, o] : cases) in.emplace_back(sh, o);
+  struct Slots {
+    std::vector<std::size_t> at;
+    std::vector<float> image;  // guard words everywhere, each shape's whole allocation (offset floats first) in its slot
+  };
+  const std::uint64_t gap_key = labkit::gate::seed(std::string("batch gaps ") + kStepName[int(step)]);
+  auto slots = [&](const std::vector<float> HostInputs::*all, std::uint64_t key) {
+    Slots sl;
+    std::size_t total = 0;
+    for (const HostInputs& h : in) {
+      const std::size_t n = (h.*all).size();
+      sl.at.push_back(total);
+      total = (total + n + std::max(n, kGapMin) + kAlign - 1) / kAlign * kAlign;
+    }
+    sl.image.resize(total);
+    labkit::fill_guard_host(sl.image.data(), 0, total, 4, key);
+    for (std::size_t k = 0; k < in.size(); ++k)
+      std::copy((in[k].*all).begin(), (in[k].*all).end(), sl.image.begin() + std::ptrdiff_t(sl.at[k]));
+    return sl;
+  };
+  const Slots a = slots(&HostInputs::A_all, gap_key), b = slots(&HostInputs::B_all, labkit::mix64(gap_key)),
+              c = slots(&HostInputs::C_all, labkit::mix64(gap_key + 1));
+  labkit::GuardedBuffer<float> dA(a.image.size(), "A (all shapes in one batch)"),
+      dB(b.image.size(), "B (all shapes in one batch)"), dC(c.image.size(), "C (all shapes in one batch)");
+  dA.upload(a.image);
+  dB.upload(b.image);
+  auto run_all = [&] {
+    dC.upload(c.image);
+    labkit::gate::own_kernels(kStepName[int(step)], [&] {
+      for (std::size_t k = 0; k < in.size(); ++k) {
+        const HostInputs& h = in[k];
+        run(step, h.s.M, h.s.N, h.s.K, dA.data() + a.at[k] + h.off.a, dB.data() + b.at[k] + h.off.b,
+            dC.data() + c.at[k] + h.off.c);
+      }
+    });
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    return dC.download();
+  };
+  const std::vector<float> out = run_all();
+  for (const auto* buf : {&dA, &dB, &dC})
+    if (const auto g = buf->check_guards(); !g.ok) return g.message;
+  auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y, std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i)
+      if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0) return i;  // bits: NaN payloads and zero signs count
+    return to;
+  };
+  auto where = [&](std::size_t k) { return std::string(kStepName[int(step)]) + ", " + str(in[k].s, in[k].off); };
+  for (const auto& [sl, dev, name] : {std::tuple{&a, &dA, "A"}, std::tuple{&b, &dB, "B"}}) {
+    const std::vector<float> now = dev->download();
+    if (const std::size_t i = same_bits(now, sl->image, 0, now.size()); i < now.size()) {
+      const std::size_t k = std::size_t(std::upper_bound(sl->at.begin(), sl->at.end(), i) - sl->at.begin()) - 1;
+      return where(k) + ": " + name + " changed (element " + std::to_string(i - sl->at[k]) + " of its slot)";
+    }
+  }
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    const HostInputs& h = in[k];
+    const std::size_t begin = c.at[k] + h.off.c, end = begin + h.C0.size();
+    const std::size_t next = k + 1 < in.size() ? c.at[k + 1] : out.size();
+    if (const std::size_t i = same_bits(out, c.image, c.at[k], begin); i < begin)
+      return where(k) + ": the float " + std::to_string(begin - i) + " before C was written";
+    if (const std::size_t i = same_bits(out, c.image, end, next); i < next)
+      return where(k) + ": C[" + std::to_string(i - begin) + "], past its end, was written";
+    const std::vector<float> got(out.begin() + std::ptrdiff_t(begin), out.begin() + std::ptrdiff_t(end));
+    const labkit::Verdict v = labkit::check_close(got, labkit::matmul_ref(h.s.M, h.s.N, h.s.K, h.A, h.B, h.C0),
+                                                  options_for(h));
+    if (!v.ok) return where(k) + ": " + v.message;
+  }
+  if (!labkit::gate::repeat_runs()) return "";
+  const std::vector<float> again = run_all();
+  if (const std::size_t i = same_bits(again, out, 0, out.size()); i < out.size()) {
+    const std::size_t k = std::size_t(std::upper_bound(c.at.begin(), c.at.end(), i) - c.at.begin()) - 1;
+    return where(k) + ": a second batch gave other bits at element " + std::to_string(i - c.at[k]) +
+           " of its slot of C than the first";
+  }
+  return "";
+}
+
 // Pointers off a 16-byte boundary, one matrix at a time and all three at once, on shapes whose K and N are
 // multiples of 4: a step that takes a float4 path after checking only K and N faults (misaligned address) or
 // reads the wrong floats here. All three at once also on a shape small enough for every sanitizer cap.
@@ -403,14 +505,45 @@ void check_huge(Step step) {
 
 void check_step(Step step) {
   labkit::gate::SanitizerCap cap(kSanitizerCap, "multiply-adds", kRaceCap);
+  std::vector<std::pair<Shape, Offsets>> cases;
   for (const Shape& s : kShapes)
-    if (!cap.skips(double(s.M) * s.N * s.K, str(s), race_checked(s))) check_shape(step, s);
+    if (!cap.skips(double(s.M) * s.N * s.K, str(s), race_checked(s))) cases.push_back({s, {}});
   for (const auto& [s, o] : kMisaligned) {
     // One offset at a time runs the same tiles and barriers as all three at once: racecheck takes only the
     // latter (68x132x36 is most of racecheck's time in this lab), memcheck checks every address of each.
     const bool all_three = o.a && o.b && o.c;
-    if (!cap.skips(double(s.M) * s.N * s.K, str(s, o), all_three)) check_shape(step, s, o);
+    if (!cap.skips(double(s.M) * s.N * s.K, str(s, o), all_three)) cases.push_back({s, o});
   }
+  // The shapes the CPU multiplies in full, in one batch (shapes_batch_failure); under a sanitizer each on buffers of
+  // its exact size, where memcheck sees a read past the end.
+  std::vector<std::pair<Shape, Offsets>> batch;
+  if (!labkit::gate::under_sanitizer())
+    for (const auto& c : cases)
+      if (full_reference(c.first)) batch.push_back(c);
+  if (!batch.empty()) {
+    const std::string what = std::string(kStepName[int(step)]) + ", " + std::to_string(batch.size()) + " shapes";
+    std::string failure;
+    try {
+      failure = shapes_batch_failure(step, batch);
+    } catch (const std::exception& e) {  // a fault (sticky: no shape can run after it) or a library call refused
+      FAIL(what << ", made one after another on slots of their own in one buffer each for A, B and C: " << e.what()
+                << "\n  Which shape: under compute-sanitizer the shapes run one by one, and memcheck names the kernel "
+                   "and the access (labgrade --sanitize, or the gate binary under compute-sanitizer with "
+                   "LABKIT_SANITIZER=memcheck)\n  "
+                << labkit::gate::reproduce_hint());
+    }
+    if (!failure.empty()) {
+      for (const auto& [s, o] : batch) check_shape(step, s, o);
+      FAIL(what << ", made one after another on slots of their own in one buffer each for A, B and C: " << failure
+                << "; yet each shape passed on buffers of its own. Look for a race (results that change from run to "
+                   "run), state kept from one call to the next, or a store far past C's end (into another call's "
+                   "slot)\n  "
+                << labkit::gate::reproduce_hint());
+    }
+    labkit::gate::require(labkit::Verdict{}, what + " in one batch");
+  }
+  for (const auto& [s, o] : cases)
+    if (labkit::gate::under_sanitizer() || !full_reference(s)) check_shape(step, s, o);
   check_huge(step);
 }
 
