@@ -107,14 +107,13 @@ void fill_pattern_device(void* dev, std::size_t count, std::size_t elem_size, st
   LABKIT_CHECK_LAUNCH();
 }
 
-namespace {
-// Volatile stores: nothing reads them in this kernel, and the compiler must not drop them.
-__global__ void poison_shared_kernel(unsigned words) {
+// Outside the anonymous namespace, so that its name is labkit::poison_shared (is_shared_poison). Volatile stores:
+// nothing reads them in this kernel, and the compiler must not drop them.
+__global__ void poison_shared(unsigned words) {
   extern __shared__ unsigned shared_words[];
   volatile unsigned* s = shared_words;
   for (unsigned i = threadIdx.x; i < words; i += blockDim.x) s[i] = 0xFFFFFFFFu;
 }
-}  // namespace
 
 void poison_shared_memory() {
   int dev = 0, sms = 0, optin = 0;
@@ -123,10 +122,10 @@ void poison_shared_memory() {
   LABKIT_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   // The largest block's shared memory, with the carveout at its maximum: one block fills an SM's shared memory, and
   // a grid of one block per SM reaches every SM (each block needs a whole SM, so no SM takes two while one is idle).
-  LABKIT_CUDA(cudaFuncSetAttribute(poison_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  LABKIT_CUDA(cudaFuncSetAttribute(poison_shared_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+  LABKIT_CUDA(cudaFuncSetAttribute(poison_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  LABKIT_CUDA(cudaFuncSetAttribute(poison_shared, cudaFuncAttributePreferredSharedMemoryCarveout,
                                    cudaSharedmemCarveoutMaxShared));
-  poison_shared_kernel<<<sms, 1024, std::size_t(optin)>>>(unsigned(optin / 4));
+  poison_shared<<<sms, 1024, std::size_t(optin)>>>(unsigned(optin / 4));
   LABKIT_CHECK_LAUNCH();
   LABKIT_CUDA(cudaDeviceSynchronize());
 }
@@ -177,6 +176,11 @@ void spin_on_streams(const std::vector<std::pair<int, cudaStream_t>>& where, dou
     LABKIT_CHECK_LAUNCH();
   }
   LABKIT_CUDA(cudaSetDevice(current));
+}
+
+bool is_shared_poison(const std::string& kernel_name) {
+  if (kernel_name.rfind("_Z", 0) == 0) return kernel_name.rfind("_ZN6labkit13poison_sharedE", 0) == 0;
+  return kernel_name.rfind("labkit::poison_shared(", 0) == 0;
 }
 
 bool is_stream_spin(const std::string& kernel_name) {

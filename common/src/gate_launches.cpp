@@ -6,9 +6,11 @@
 #include <optional>
 #include <set>
 
+#include "labkit/check.h"
 #include "labkit/gate.h"
 #include "labkit/guard.h"
 #include "labkit/launches.h"
+#include "labkit/not_implemented.h"
 #include "labkit/report.h"
 #include "labkit/slot_batch.h"
 
@@ -159,8 +161,9 @@ std::vector<launches::Kernel> own_kernels_ran(std::string_view step, const std::
   const ScopeDepth inside;
   call();
   std::vector<launches::Kernel> ran = recorder->stop();
-  // The gate's own spin (spin_on_streams, started inside the scope) is not the step's work.
-  ran.erase(std::remove_if(ran.begin(), ran.end(), [](const launches::Kernel& k) { return is_stream_spin(k.name); }),
+  // The gate's own spin (spin_on_streams) and shared-memory fills between a batch's calls are not the step's work.
+  ran.erase(std::remove_if(ran.begin(), ran.end(),
+                           [](const launches::Kernel& k) { return is_stream_spin(k.name) || is_shared_poison(k.name); }),
             ran.end());
   check_call(step, ran);
   report_step_kernels(ran);
@@ -182,6 +185,35 @@ std::string batch_failure(SlotBatch& batch, std::string_view step, const std::st
     });
   };
   return batch.run_and_check(all_calls, source, repeat_runs()) ? "" : batch.failure(what);
+}
+
+void require_batch(const std::string& what, const std::string& layout, const std::function<std::string()>& batch,
+                   const std::function<void()>& each) {
+  std::string finding;
+  try {
+    finding = batch();
+  } catch (const NotImplemented&) {
+    throw;  // the step is not written: the gate's status says so
+  } catch (const CudaError& e) {
+    if (!e.sticky()) {
+      finding = e.what();
+    } else {  // the context is lost: no case can run on its own after it
+      FAIL(what << ", " << layout << ": " << e.what()
+                << "\n  Which case: under compute-sanitizer the cases run one by one, and memcheck names the kernel "
+                   "and the access (labgrade --sanitize, or the gate binary under compute-sanitizer with "
+                   "LABKIT_SANITIZER=memcheck)\n  "
+                << reproduce_hint());
+    }
+  } catch (const std::exception& e) {
+    finding = e.what();
+  }
+  if (finding.empty()) return require(Verdict{}, what + " in one batch");
+  each();
+  FAIL(what << ", " << layout << ": " << finding
+            << "; yet each case passed on buffers of its own. Look for a race (results that change from run to run), "
+               "state kept from one call to the next (a size or a buffer in a static), or a store far past the end "
+               "(into another call's slot)\n  "
+            << reproduce_hint());
 }
 
 void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& opt, RecordedCalls which) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "labkit/check.h"
 #include "labkit/device.h"
 #include "labkit/guard.h"
+#include "labkit/launches.h"
+#include "labkit/not_implemented.h"
 #include "labkit/slot_batch.h"
 
 using Catch::Matchers::ContainsSubstring;
@@ -138,4 +141,35 @@ TEST_CASE("a slot batch on the device: aligned pointers, a right batch matches, 
   LABKIT_CUDA(cudaMemset(const_cast<float*>(b.in(1)), 0, sizeof(float)));
   CHECK_FALSE(b.intact());
   CHECK_THAT(b.why(), ContainsSubstring("call 1's in[0] changed"));
+}
+
+// labkit::gate::require_batch, the fallback of labs 01 and 04: a right batch passes without the one-by-one cases; a
+// finding, a failed call or a CUDA error that leaves the context usable sends every case through `each` (which fails
+// at the wrong one: here it throws, which ends the call before the batch's own failure); a step not written passes
+// its NotImplemented on, for the gate's status.
+TEST_CASE("require_batch: the one-by-one cases run exactly when the batch is not right", "[cpu][slot_batch]") {
+  struct CaseFailed : std::runtime_error {
+    CaseFailed() : std::runtime_error("case 3 is wrong") {}
+  };
+  int each_runs = 0;
+  auto each = [&] {
+    ++each_runs;
+    throw CaseFailed();
+  };
+  labkit::gate::require_batch("step 9, 3 cases", "in one buffer", [] { return std::string(); }, each);
+  CHECK(each_runs == 0);
+  CHECK_THROWS_AS(labkit::gate::require_batch(
+                      "step 9, 3 cases", "in one buffer",
+                      []() -> std::string { throw labkit::NotImplemented("step 9"); }, each),
+                  labkit::NotImplemented);
+  CHECK(each_runs == 0);
+  const std::vector<std::function<std::string()>> not_right = {
+      [] { return std::string("case 3: C[7] is 2, where 3 belongs"); },
+      []() -> std::string { throw std::runtime_error("a step's own check refused the size"); },
+      []() -> std::string { throw labkit::CudaError(cudaErrorInvalidConfiguration, "invalid configuration"); },
+  };
+  for (const auto& batch : not_right) {
+    CHECK_THROWS_AS(labkit::gate::require_batch("step 9, 3 cases", "in one buffer", batch, each), CaseFailed);
+  }
+  CHECK(each_runs == int(not_right.size()));
 }

@@ -54,8 +54,13 @@ void fill_pattern_device(void* dev, std::size_t count, std::size_t elem_size, st
 // int), as much as one block may have, and waits for it. Shared memory keeps what the last kernel on an SM left,
 // so a step's kernel that reads a tile element it never wrote reads these: a NaN that reaches the output, where
 // a stale finite value times a zero (an out-of-range tile entry zeroed on one side only) used to vanish.
-// labkit::gate::own_kernels runs it before every correctness call of a step.
+// labkit::gate::own_kernels runs it before every correctness call of a step, and a gate's batch of calls in one
+// scope before each call; inside a launch recorder's scope its kernel is left out of the step's records
+// (is_shared_poison).
 void poison_shared_memory();
+// Whether a kernel record (CUPTI's name) is poison_shared_memory's, labkit::poison_shared: a name in namespace
+// labkit, where a student's object may define nothing (the grader's object check).
+bool is_shared_poison(const std::string& kernel_name);
 
 // Queues a kernel that spins for `ms` milliseconds on each (device, stream) of `where`, and returns at once. Work a
 // step queues on such a stream then waits behind it, while its work on other streams does not: a step that counts

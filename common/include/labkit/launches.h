@@ -203,4 +203,12 @@ void record_timed_calls(TimedCase& tc, std::string step, const TimingOptions& op
 std::string batch_failure(SlotBatch& batch, std::string_view step, const std::string& what,
                           const std::function<void(int k)>& call,
                           const std::function<long long(int k, std::size_t j)>& source);
+// A gate's batch of small cases and its fallback (labs 01 and 04): `batch()` makes the calls together and returns ""
+// or what it found; then the gate passes a check named `what` + " in one batch". On a finding, and on an exception
+// other than NotImplemented (the step is not written: passed on, for the gate's status) or a sticky CUDA error
+// (nothing can run after it: the gate fails saying how to find the case), `each()` checks every case on buffers of
+// its own, whose failure names the case and the likely mistake; when they all pass, the gate fails with the batch's
+// finding. `what` names the step and the cases ("step 3 (...), 19 shapes"), `layout` how the batch holds them.
+void require_batch(const std::string& what, const std::string& layout, const std::function<std::string()>& batch,
+                   const std::function<void()>& each);
 }  // namespace labkit::gate

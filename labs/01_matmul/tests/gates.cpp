@@ -370,6 +370,9 @@ std::string shapes_batch_failure(Step step, const std::vector<std::pair<Shape, O
     labkit::gate::own_kernels(kStepName[int(step)], [&] {
       for (std::size_t k = 0; k < in.size(); ++k) {
         const HostInputs& h = in[k];
+        // NaN in shared memory before every call, as on its own (own_kernels fills it before the first): a tile
+        // entry read but never written must not meet the finite values the previous shape's kernel left there.
+        if (k) labkit::poison_shared_memory();
         run(step, h.s.M, h.s.N, h.s.K, dA.data() + a.at[k] + h.off.a, dB.data() + b.at[k] + h.off.b,
             dC.data() + c.at[k] + h.off.c);
       }
@@ -377,22 +380,27 @@ std::string shapes_batch_failure(Step step, const std::vector<std::pair<Shape, O
     LABKIT_CUDA(cudaDeviceSynchronize());
     return dC.download();
   };
-  const std::vector<float> out = run_all();
-  for (const auto* buf : {&dA, &dB, &dC})
-    if (const auto g = buf->check_guards(); !g.ok) return g.message;
   auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y, std::size_t from, std::size_t to) {
     for (std::size_t i = from; i < to; ++i)
       if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0) return i;  // bits: NaN payloads and zero signs count
     return to;
   };
   auto where = [&](std::size_t k) { return std::string(kStepName[int(step)]) + ", " + str(in[k].s, in[k].off); };
-  for (const auto& [sl, dev, name] : {std::tuple{&a, &dA, "A"}, std::tuple{&b, &dB, "B"}}) {
-    const std::vector<float> now = dev->download();
-    if (const std::size_t i = same_bits(now, sl->image, 0, now.size()); i < now.size()) {
-      const std::size_t k = std::size_t(std::upper_bound(sl->at.begin(), sl->at.end(), i) - sl->at.begin()) - 1;
-      return where(k) + ": " + name + " changed (element " + std::to_string(i - sl->at[k]) + " of its slot)";
+  // The guard bands of the three buffers, and A and B as uploaded (their gaps included): after each batch.
+  auto intact = [&]() -> std::string {
+    for (const auto* buf : {&dA, &dB, &dC})
+      if (const auto g = buf->check_guards(); !g.ok) return g.message;
+    for (const auto& [sl, dev, name] : {std::tuple{&a, &dA, "A"}, std::tuple{&b, &dB, "B"}}) {
+      const std::vector<float> now = dev->download();
+      if (const std::size_t i = same_bits(now, sl->image, 0, now.size()); i < now.size()) {
+        const std::size_t k = std::size_t(std::upper_bound(sl->at.begin(), sl->at.end(), i) - sl->at.begin()) - 1;
+        return where(k) + ": " + name + " changed (element " + std::to_string(i - sl->at[k]) + " of its slot)";
+      }
     }
-  }
+    return "";
+  };
+  const std::vector<float> out = run_all();
+  if (std::string why = intact(); !why.empty()) return why;
   for (std::size_t k = 0; k < in.size(); ++k) {
     const HostInputs& h = in[k];
     const std::size_t begin = c.at[k] + h.off.c, end = begin + h.C0.size();
@@ -408,6 +416,7 @@ std::string shapes_batch_failure(Step step, const std::vector<std::pair<Shape, O
   }
   if (!labkit::gate::repeat_runs()) return "";
   const std::vector<float> again = run_all();
+  if (std::string why = intact(); !why.empty()) return why + " (in the second batch)";
   if (const std::size_t i = same_bits(again, out, 0, out.size()); i < out.size()) {
     const std::size_t k = std::size_t(std::upper_bound(c.at.begin(), c.at.end(), i) - c.at.begin()) - 1;
     return where(k) + ": a second batch gave other bits at element " + std::to_string(i - c.at[k]) +
@@ -520,28 +529,14 @@ void check_step(Step step) {
   if (!labkit::gate::under_sanitizer())
     for (const auto& c : cases)
       if (full_reference(c.first)) batch.push_back(c);
-  if (!batch.empty()) {
-    const std::string what = std::string(kStepName[int(step)]) + ", " + std::to_string(batch.size()) + " shapes";
-    std::string failure;
-    try {
-      failure = shapes_batch_failure(step, batch);
-    } catch (const std::exception& e) {  // a fault (sticky: no shape can run after it) or a library call refused
-      FAIL(what << ", made one after another on slots of their own in one buffer each for A, B and C: " << e.what()
-                << "\n  Which shape: under compute-sanitizer the shapes run one by one, and memcheck names the kernel "
-                   "and the access (labgrade --sanitize, or the gate binary under compute-sanitizer with "
-                   "LABKIT_SANITIZER=memcheck)\n  "
-                << labkit::gate::reproduce_hint());
-    }
-    if (!failure.empty()) {
-      for (const auto& [s, o] : batch) check_shape(step, s, o);
-      FAIL(what << ", made one after another on slots of their own in one buffer each for A, B and C: " << failure
-                << "; yet each shape passed on buffers of its own. Look for a race (results that change from run to "
-                   "run), state kept from one call to the next, or a store far past C's end (into another call's "
-                   "slot)\n  "
-                << labkit::gate::reproduce_hint());
-    }
-    labkit::gate::require(labkit::Verdict{}, what + " in one batch");
-  }
+  if (!batch.empty())
+    labkit::gate::require_batch(
+        std::string(kStepName[int(step)]) + ", " + std::to_string(batch.size()) + " shapes",
+        "made one after another on slots of their own in one buffer each for A, B and C",
+        [&] { return shapes_batch_failure(step, batch); },
+        [&] {
+          for (const auto& [s, o] : batch) check_shape(step, s, o);
+        });
   for (const auto& [s, o] : cases)
     if (labkit::gate::under_sanitizer() || !full_reference(s)) check_shape(step, s, o);
   check_huge(step);

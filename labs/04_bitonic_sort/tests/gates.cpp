@@ -317,40 +317,35 @@ std::string small_cases_batch(Step s, const std::vector<SmallCase>& cases) {
   std::vector<float> again;
   std::vector<u32> again_values;
   run(again, again_values);
-  for (std::size_t k = 0; k < cases.size(); ++k)
-    for (std::size_t i = 0; i < cases[k].n; ++i) {
-      const std::size_t j = at[k] + i;
+  for (const labkit::GuardReport& g : {dk.check_guards(), pairs ? dv->check_guards() : labkit::GuardReport{}})
+    if (!g.ok) return g.message + " (in the second batch)";
+  for (std::size_t k = 0; k < cases.size(); ++k) {  // every word, the gaps too (the first batch left them intact)
+    const std::size_t end = k + 1 < cases.size() ? at[k + 1] : total;
+    for (std::size_t j = at[k]; j < end; ++j)
       if (labkit::float_bits(again[j]) != labkit::float_bits(got[j]) || (pairs && again_values[j] != got_values[j]))
-        return context(s, cases[k]) + ": a second batch gave other bits at " + (pairs ? "position " : "keys[") +
-               std::to_string(i) + (pairs ? "" : "]") + " than the first";
-    }
+        return context(s, cases[k]) + (j - at[k] < cases[k].n
+                                           ? ": a second batch gave other bits than the first at position " +
+                                                 std::to_string(j - at[k])
+                                           : ": in the second batch, element " + std::to_string(j - at[k]) +
+                                                 " of its slot (" + std::to_string(j - at[k] - cases[k].n) +
+                                                 " past its end) was written");
+  }
   return "";
 }
 
 // Runs the batch and, when it finds anything, every case on its own (`one_by_one`), which fails at the case that is
-// wrong; when none is, the batch's finding fails the gate.
+// wrong; when none is, the batch's finding fails the gate (labkit::gate::require_batch).
 void require_small_cases(Step s, const std::vector<SmallCase>& cases,
                          const std::function<void(const SmallCase&)>& one_by_one) {
   if (cases.empty()) return;
-  const std::string what = std::string(kStepName[int(s)]) + ", " + std::to_string(cases.size()) +
-                           " cases under " + std::to_string(kBatchBelow) + " keys";
-  std::string failure;
-  try {
-    failure = small_cases_batch(s, cases);
-  } catch (const std::exception& e) {  // a fault (sticky: no case can run after it) or a library call refused
-    FAIL(what << ", sorted one after another in one buffer: " << e.what()
-              << "\n  Which case: under compute-sanitizer the cases run one by one, and memcheck names the kernel and "
-                 "the access (labgrade --sanitize, or the gate binary under compute-sanitizer with LABKIT_SANITIZER="
-                 "memcheck)\n  "
-              << labkit::gate::reproduce_hint());
-  }
-  if (failure.empty()) return labkit::gate::require(labkit::Verdict{}, what + " in one batch");
-  for (const SmallCase& c : cases) one_by_one(c);
-  FAIL(what << ", each sorted in a slot of its own in one buffer, one call after another: " << failure
-            << "; yet each case passed on buffers of its own. Look for a race (results that change from run to run), "
-               "state kept from one call to the next (a size or a buffer in a static), or a store far past the end "
-               "(into another call's slot)\n  "
-            << labkit::gate::reproduce_hint());
+  labkit::gate::require_batch(
+      std::string(kStepName[int(s)]) + ", " + std::to_string(cases.size()) + " cases under " +
+          std::to_string(kBatchBelow) + " keys",
+      "each sorted in a slot of its own in one buffer, one call after another",
+      [&] { return small_cases_batch(s, cases); },
+      [&] {
+        for (const SmallCase& c : cases) one_by_one(c);
+      });
 }
 
 // The top of the API's range (kMaxN = 2^31): 2^30 + 1 keys pad to 2^31, where an int stage bound (`int k = 2; k <=
