@@ -202,14 +202,14 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
       const auto todo = gates_to_run(lab, hidden, speed);
       if (todo.empty()) continue;
       const double before = used;
-      if (!speed && machine_code && !sass.valid()) sass = start_sass_dump(spec.exe);
+      if (!speed && machine_code && !sass.valid()) sass = start_sass_dump(spec.exe, spec.process.limits.cpus);
       used += run_one_process(lab, spec, todo, speed, hidden, used, turns);
       if (speed) time_lost_again(lab, spec, todo, hidden, before, turns);
     }
     // The machine code of the kernels these gates ran, for the steps about an instruction (sass.h), before the
     // checks below: a gate failed here is not checked again.
     if (machine_code) {
-      if (!sass.valid()) sass = start_sass_dump(spec.exe);
+      if (!sass.valid()) sass = start_sass_dump(spec.exe, spec.process.limits.cpus);
       apply_instructions(lab, find_instructions(lab.gates, sass.get(), hidden));
     }
     // The checks of these gates.

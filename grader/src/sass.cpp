@@ -164,7 +164,7 @@ bool needs_machine_code(const LabResult& lab) {
                      [](const GateResult& g) { return g.needs_shared_memory || !g.needs_instructions.empty(); });
 }
 
-SassDump dump_sass(const fs::path& exe) {
+SassDump dump_sass(const fs::path& exe, const std::vector<int>& cpus) {
   SassDump d;
   const auto started = std::chrono::steady_clock::now();
   const auto cuobjdump = find_program("cuobjdump", {"/usr/local/cuda/bin"});
@@ -174,7 +174,7 @@ SassDump dump_sass(const fs::path& exe) {
   }
   // The whole binary: which kernels the gates ran is known only after the run, and the dump starts with it. Lab
   // 04's (Thrust's sorts) is 13 MB of text, 6.8 s on an H200 machine, all of it beside the lab's untimed gates.
-  const CommandResult r = run_command({cuobjdump->string(), "--dump-sass", exe.string()}, 300);
+  const CommandResult r = run_command({cuobjdump->string(), "--dump-sass", exe.string()}, 300, {}, false, cpus);
   if (r.exit_code != 0)
     d.why_not = "cuobjdump --dump-sass failed (" +
                 (r.timed_out ? std::string("it timed out") : trim_message(r.output, 2, 200)) + ")";
@@ -186,11 +186,11 @@ SassDump dump_sass(const fs::path& exe) {
   return d;
 }
 
-std::shared_future<SassDump> start_sass_dump(const fs::path& exe) {
+std::shared_future<SassDump> start_sass_dump(const fs::path& exe, const std::vector<int>& cpus) {
   try {
-    return std::async(std::launch::async, dump_sass, exe).share();
+    return std::async(std::launch::async, dump_sass, exe, cpus).share();
   } catch (const std::system_error&) {  // no thread to be had: dump when the result is asked for
-    return std::async(std::launch::deferred, dump_sass, exe).share();
+    return std::async(std::launch::deferred, dump_sass, exe, cpus).share();
   }
 }
 
@@ -244,7 +244,7 @@ void apply_instructions(LabResult& lab, const InstructionFindings& found) {
 }
 
 void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
-  if (needs_machine_code(lab)) apply_instructions(lab, find_instructions(lab.gates, dump_sass(exe), hidden));
+  if (needs_machine_code(lab)) apply_instructions(lab, find_instructions(lab.gates, dump_sass(exe, {}), hidden));
 }
 
 }  // namespace labgrade

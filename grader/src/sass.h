@@ -64,8 +64,9 @@ struct InstructionFindings {
   std::string note;                                           // "" when no gate needed a check
 };
 bool needs_machine_code(const LabResult& lab);  // a gate of the lab's rubric has needs_shared_memory or _instructions
-SassDump dump_sass(const fs::path& exe);
-std::shared_future<SassDump> start_sass_dump(const fs::path& exe);  // dump_sass in a thread of its own
+// `cpus`: where cuobjdump may run (the lab's runs' CPUs in a batch, never a worker's speed-gate CPUs; empty: any).
+SassDump dump_sass(const fs::path& exe, const std::vector<int>& cpus);
+std::shared_future<SassDump> start_sass_dump(const fs::path& exe, const std::vector<int>& cpus);  // in a thread
 InstructionFindings find_instructions(const std::vector<GateResult>& gates, const SassDump& dump, bool hidden);
 void apply_instructions(LabResult& lab, const InstructionFindings& found);
 void check_instructions(LabResult& lab, const fs::path& exe, bool hidden);  // all of it, in this thread

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -317,9 +318,14 @@ struct CArgv {
 };
 }  // namespace
 
-CommandResult run_command(const std::vector<std::string>& argv, double timeout_s, const fs::path& cwd, bool echo) {
+CommandResult run_command(const std::vector<std::string>& argv, double timeout_s, const fs::path& cwd, bool echo,
+                          const std::vector<int>& cpus) {
   CommandResult r;
   if (argv.empty()) return r;
+  cpu_set_t cpu_set;  // made before the fork: the child of a threaded process calls only async-signal-safe functions
+  CPU_ZERO(&cpu_set);
+  for (int c : cpus)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpu_set);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return r;
   CArgv a(argv);
@@ -339,6 +345,7 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // already gone before the line above
     setpgid(0, 0);
+    if (!cpus.empty()) (void)sched_setaffinity(0, sizeof cpu_set, &cpu_set);  // inherited by what it starts
     dup2(fds[1], 1);
     dup2(fds[1], 2);
     int devnull = open("/dev/null", O_RDONLY);

@@ -73,8 +73,10 @@ struct CommandResult {
   std::string output;
   bool timed_out = false;
 };
+// `cpus` (not empty): the CPUs the child and everything it starts may run on, as a sandboxed process's
+// ResourceLimits::cpus (a batch's helper work beside a lab's gates stays off the workers' speed-gate CPUs).
 CommandResult run_command(const std::vector<std::string>& argv, double timeout_s = 0, const fs::path& cwd = {},
-                          bool echo = false);
+                          bool echo = false, const std::vector<int>& cpus = {});
 // Like run_command but lets the child write straight to our terminal (cmake builds).
 int run_interactive(const std::vector<std::string>& argv, const fs::path& cwd = {});
 

@@ -259,3 +259,23 @@ TEST_CASE("run_command's limit forgives a probe's wait for a CPU and still ends 
     CHECK(s < 10);
   }
 }
+
+TEST_CASE("run_command runs its child, and what the child starts, on the CPUs it is given", "[util]") {
+  // A batch's helper work beside a lab's gates (cuobjdump) stays on the lab's CPUs, off the workers' speed-gate CPUs.
+  cpu_set_t mine;
+  REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mine)) last = c;
+  REQUIRE(last >= 0);
+  const auto pinned = run_command({"/bin/bash", "-c", "grep Cpus_allowed_list /proc/self/status; "
+                                                      "/bin/bash -c 'grep Cpus_allowed_list /proc/self/status'"},
+                                  10.0, {}, false, {last});
+  REQUIRE(pinned.exit_code == 0);
+  const std::string line = "Cpus_allowed_list:\t" + std::to_string(last) + "\n";
+  CHECK(pinned.output == line + line);
+  const auto free = run_command({"/bin/bash", "-c", "grep Cpus_allowed_list /proc/self/status"}, 10.0);
+  CHECK(free.exit_code == 0);
+  CHECK_FALSE(free.output.empty());
+  if (CPU_COUNT(&mine) > 1) CHECK(free.output != line);  // no set given: the grader's own CPUs
+}

@@ -244,7 +244,7 @@ TEST_CASE("start_sass_dump: one dump in a thread, judged for each visibility as 
   lab.gates.push_back(gate(true, {}, {kTiled}, {kTiled}));
   lab.gates.back().id = "step4.correct";
   lab.gates.back().hidden = true;
-  const std::shared_future<SassDump> dump = start_sass_dump("/nonexistent/gates");
+  const std::shared_future<SassDump> dump = start_sass_dump("/nonexistent/gates", {});
   REQUIRE(dump.get().code);
   apply_instructions(lab, find_instructions(lab.gates, dump.get(), false));
   CHECK(lab.gates[0].status == Status::failed);
