@@ -127,10 +127,7 @@ void set_limit(int resource, rlim_t value) {
   if (plan.limits.open_files) set_limit(RLIMIT_NOFILE, plan.limits.open_files);
   if (plan.uid >= 0 && plan.limits.processes) set_limit(RLIMIT_NPROC, plan.limits.processes);
   if (!plan.limits.cpus.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : plan.limits.cpus)
-      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+    const cpu_set_t set = cpu_set_of(plan.limits.cpus);
     (void)sched_setaffinity(0, sizeof set, &set);  // inherited by bubblewrap and everything below it
   }
   if (plan.limits.nice > 0) {  // raising needs no privilege; lowering it back does, which the child has not

@@ -243,8 +243,4 @@ void apply_instructions(LabResult& lab, const InstructionFindings& found) {
   if (!found.note.empty()) detail::add_note(lab, found.note);
 }
 
-void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
-  if (needs_machine_code(lab)) apply_instructions(lab, find_instructions(lab.gates, dump_sass(exe, {}), hidden));
-}
-
 }  // namespace labgrade

@@ -43,7 +43,7 @@ SassOpcodes parse_sass(const std::string& cuobjdump_text);
 // One gate against its rubric's needs and the parsed code: nullopt when the gate has nothing to check or it cannot
 // be judged; else "" when it holds what it needs, or the failure's message. A gate fails only when every kernel of
 // its list is known to lack what it needs: in the dump, for an architecture the check reads, under a name with one
-// body there, and calling no other function (a callee's code, which `--function` does not dump, could hold it).
+// body there, and calling no other function (the judge does not follow calls, and a callee's code could hold it).
 std::optional<std::string> judge_instructions(const GateResult& g, const SassOpcodes& code);
 
 // After a lab's graded run (the gates of one visibility, as run_and_score runs them) and before its memory and race
@@ -69,6 +69,5 @@ SassDump dump_sass(const fs::path& exe, const std::vector<int>& cpus);
 std::shared_future<SassDump> start_sass_dump(const fs::path& exe, const std::vector<int>& cpus);  // in a thread
 InstructionFindings find_instructions(const std::vector<GateResult>& gates, const SassDump& dump, bool hidden);
 void apply_instructions(LabResult& lab, const InstructionFindings& found);
-void check_instructions(LabResult& lab, const fs::path& exe, bool hidden);  // all of it, in this thread
 
 }  // namespace labgrade

@@ -318,14 +318,19 @@ struct CArgv {
 };
 }  // namespace
 
+cpu_set_t cpu_set_of(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  return set;
+}
+
 CommandResult run_command(const std::vector<std::string>& argv, double timeout_s, const fs::path& cwd, bool echo,
                           const std::vector<int>& cpus) {
   CommandResult r;
   if (argv.empty()) return r;
-  cpu_set_t cpu_set;  // made before the fork: the child of a threaded process calls only async-signal-safe functions
-  CPU_ZERO(&cpu_set);
-  for (int c : cpus)
-    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpu_set);
+  const cpu_set_t cpu_set = cpu_set_of(cpus);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return r;
   CArgv a(argv);

@@ -1,6 +1,8 @@
 // Small helpers shared by every part of labgrade: files, strings, message trimming, running a command to
 // completion. Nothing here knows about labs or rubrics.
 #pragma once
+#include <sched.h>
+
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -75,6 +77,9 @@ struct CommandResult {
 };
 // `cpus` (not empty): the CPUs the child and everything it starts may run on, as a sandboxed process's
 // ResourceLimits::cpus (a batch's helper work beside a lab's gates stays off the workers' speed-gate CPUs).
+// cpu_set_of: those CPUs as sched_setaffinity takes them (numbers outside 0..CPU_SETSIZE-1 left out). It allocates
+// nothing, so a forked child of a threaded process may call it.
+cpu_set_t cpu_set_of(const std::vector<int>& cpus);
 CommandResult run_command(const std::vector<std::string>& argv, double timeout_s = 0, const fs::path& cwd = {},
                           bool echo = false, const std::vector<int>& cpus = {});
 // Like run_command but lets the child write straight to our terminal (cmake builds).

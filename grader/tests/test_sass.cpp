@@ -186,6 +186,11 @@ struct FakeCuobjdump {
   }
   ~FakeCuobjdump() { setenv("PATH", saved.c_str(), 1); }
 };
+
+// What run_and_score does for one visibility, in this thread: the dump, the judgement, the findings applied.
+void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
+  if (needs_machine_code(lab)) apply_instructions(lab, find_instructions(lab.gates, dump_sass(exe, {}), hidden));
+}
 }  // namespace
 
 TEST_CASE("check_instructions: fails the passed gates whose kernels lack what their step is about", "[sass]") {
