@@ -2,6 +2,7 @@
 // bands' pattern with its device-side comparison.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -178,16 +179,21 @@ void spin_on_streams(const std::vector<std::pair<int, cudaStream_t>>& where, dou
   LABKIT_CUDA(cudaSetDevice(current));
 }
 
+namespace {
+// Whether a kernel record names one of labkit's kernels: by the mangled name CUPTI reports, or that name demangled.
+// No demangling and no allocation here: lab 04 records some 31 000 kernels a call.
+bool is_labkit_kernel(std::string_view kernel_name, std::string_view mangled_prefix, std::string_view plain_prefix) {
+  const std::string_view prefix = kernel_name.substr(0, 2) == "_Z" ? mangled_prefix : plain_prefix;
+  return kernel_name.substr(0, prefix.size()) == prefix;
+}
+}  // namespace
+
 bool is_shared_poison(const std::string& kernel_name) {
-  if (kernel_name.rfind("_Z", 0) == 0) return kernel_name.rfind("_ZN6labkit13poison_sharedE", 0) == 0;
-  return kernel_name.rfind("labkit::poison_shared(", 0) == 0;
+  return is_labkit_kernel(kernel_name, "_ZN6labkit13poison_sharedE", "labkit::poison_shared(");
 }
 
 bool is_stream_spin(const std::string& kernel_name) {
-  // The mangled name CUPTI reports, labkit::stream_spin(unsigned long long); or that name demangled. No demangling
-  // here: lab 04 records some 31 000 kernels a call.
-  if (kernel_name.rfind("_Z", 0) == 0) return kernel_name.rfind("_ZN6labkit11stream_spinE", 0) == 0;
-  return kernel_name.rfind("labkit::stream_spin(", 0) == 0;
+  return is_labkit_kernel(kernel_name, "_ZN6labkit11stream_spinE", "labkit::stream_spin(");
 }
 
 }  // namespace labkit

@@ -91,6 +91,22 @@ TEST_CASE("every guard word is a signalling NaN whose arithmetic changes its bit
   CHECK_FALSE(labkit::has_guard_form(0xFFFFFFFFFFFFFFFFull, 8));
 }
 
+TEST_CASE("the gate's own kernels inside a step's scope are told by their names in namespace labkit", "[cpu][guard]") {
+  // own_kernels_ran leaves these out of the step's records: the stream spin and the shared-memory fill between a
+  // batch's calls. CUPTI reports mangled names; a demangled one counts too. Nothing outside namespace labkit does.
+  CHECK(labkit::is_stream_spin("_ZN6labkit11stream_spinEy"));
+  CHECK(labkit::is_stream_spin("labkit::stream_spin(unsigned long long)"));
+  CHECK(labkit::is_shared_poison("_ZN6labkit13poison_sharedEj"));
+  CHECK(labkit::is_shared_poison("labkit::poison_shared(unsigned int)"));
+  for (const char* other : {"_ZN5lab0811stream_spinEy", "_ZN5lab0113poison_sharedEj", "_ZN6labkit14stream_spinnerEy",
+                            "labkit::stream_spinner(int)", "lab01::poison_shared(unsigned int)", "poison_shared", "_Z",
+                            ""}) {
+    INFO(other);
+    CHECK_FALSE(labkit::is_stream_spin(other));
+    CHECK_FALSE(labkit::is_shared_poison(other));
+  }
+}
+
 TEST_CASE("guard words differ between positions and between buffers", "[cpu][guard]") {
   // A copy of a run of guard words to another place is seen unless every word of the run equals its target;
   // with 21 random bits a word, about 1 pair in 2 million agrees, so even a copy of 2 words is all but certain
