@@ -197,6 +197,7 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
   const fs::path gates = s.scratch / "gates";
   fs::create_directories(gates);
   s.exes.assign(labs_.size(), {});
+  s.sass.assign(labs_.size(), {});
   // First every lab's files are copied and its build set up, one lab after another (the copies are the grader's,
   // handed to the slot once); then the labs build side by side, their compiles taking the batch's compile jobs
   // (compile_tokens_) in the student's `order`: the student next in line for a GPU keeps every job busy, as if it
@@ -295,17 +296,51 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
       const fs::path exe = gates / built.exe.filename();
       copy_file_for_exec(built.exe, exe, 0755);
       s.exes[i] = exe;
+      if (needs_machine_code(results[i])) s.sass[i] = read_machine_code(specs[i]->process, exe, lab_tag(labs_[i].recipe));
       s.built.push(i);
     });
   } catch (...) {
+    wait_for_machine_code(s);
     sweep_uid(&sandbox_, slot);
     throw;
   }
+  wait_for_machine_code(s);  // cuobjdump runs under the slot's uid: the sweep would end it
   sweep_uid(&sandbox_, slot);
   // What the compiles wrote becomes the grader's again: nothing of the slot's may change it from now on.
   take_back(build, &sandbox_);
   // The student's compile time is the clock's: the labs' own times overlap.
   s.result.compile_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+}
+
+SassRunner detail::sandboxed_sass_runner(ProcessSpec ps, fs::path output) {
+  ps.output = std::move(output);
+  ps.limits.file_size = kSassDumpLimit + 1;  // the most of the dump that is read: a longer one is "over 64 MiB"
+  return [ps](const std::vector<std::string>& argv, double timeout_s) mutable {
+    ps.argv = argv;
+    const Completed c = run_limited(ps, timeout_s);
+    CommandResult r;
+    r.timed_out = c.timed_out;
+    r.exit_code = c.exit.exited && !c.timed_out ? c.exit.code : -1;
+    r.output = read_file_limited(ps.output, kSassDumpLimit + 1, false);
+    if (!c.exit.exited && !c.timed_out) r.output = "cuobjdump ended by " + c.exit.describe() + "\n" + r.output;
+    std::error_code ec;
+    fs::remove(ps.output, ec);
+    return r;
+  };
+}
+
+// The machine-code checks (sass.h) read the linked gate binary with cuobjdump, a parser of the student's objects like
+// nm and objdump: it runs in the compiles' sandbox, under their uid slot, where nothing of the student's runs (the
+// gate runs have a slot of their own), in a thread, so the lab's gates start at once. It reads the grader's copy of
+// the binary, which is what runs, and writes to a file the grader opens in the grader's folder.
+std::shared_future<SassDump> Batch::read_machine_code(ProcessSpec ps, const fs::path& exe, const std::string& tag) {
+  ps.extra_ro = {exe.parent_path()};
+  return start_sass_dump(exe, sandboxed_sass_runner(std::move(ps), exe.parent_path() / (tag + ".sass.txt")));
+}
+
+void Batch::wait_for_machine_code(Submission& s) {
+  for (const auto& f : s.sass)
+    if (f.valid()) f.wait();
 }
 
 // nm and objdump run in the sandbox like the compiler (the object is the student's); their output goes to the
@@ -399,6 +434,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
     spec.process.cwd = lab_run;
     spec.process.writable = lab_run;
     spec.process.extra_ro = {s.exes[i].parent_path()};
+    spec.sass = s.sass[i];
     // A lab sees only the GPUs its rubric asks for: on a worker of two (--gpus 0+1), a lab of one GPU that saw both
     // could split a timed step over them and pass a speed gate at twice its real speed.
     const std::string lab_gpus = gpus_for_lab(gpu, plan.rubric.gpus);

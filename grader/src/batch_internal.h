@@ -21,6 +21,7 @@
 #include "objcheck.h"
 #include "recipe.h"
 #include "sandbox.h"
+#include "sass.h"
 #include "scoring.h"
 
 namespace labgrade::detail {
@@ -47,6 +48,8 @@ struct Submission {
   SubmissionResult result;  // its labs are set up before the compile starts, and each belongs to the compile until
                             // `built` hands it on; the rest of it once `built` has finished
   std::vector<fs::path> exes;  // per lab: the gate binary (the grader's copy), empty when the lab did not build
+  // Per lab that needs it: the gate binary's machine code (sass.h), read by cuobjdump in the compiles' sandbox.
+  std::vector<std::shared_future<SassDump>> sass;
   std::vector<double> untimed_seconds;  // per lab: its run after the speed gates (the later students' lab order)
   ReadyQueue built;
 };
@@ -159,6 +162,11 @@ class BuildInputs {
   std::map<fs::path, Stamp> stamps_;
 };
 
+// cuobjdump for the machine-code checks (sass.h) as a batch runs it: as the process `ps` (a compile's: its sandbox,
+// uid slot and limits; the gate binary's folder must be among its extra_ro), its output in `output`, a file the grader
+// opens (so none of the slot's processes can), read back and removed.
+SassRunner sandboxed_sass_runner(ProcessSpec ps, fs::path output);
+
 class Batch {
  public:
   explicit Batch(const BatchOptions& o) : opts_(o) {}
@@ -183,6 +191,8 @@ class Batch {
   std::vector<std::pair<std::string, std::string>> environment(const fs::path& writable, const std::string& gpu) const;
   // batch.cpp
   void compile(Submission& s, int slot, std::size_t order);
+  static std::shared_future<SassDump> read_machine_code(ProcessSpec ps, const fs::path& exe, const std::string& tag);
+  static void wait_for_machine_code(Submission& s);
   std::string inspect_object(ProcessSpec ps, const LabPlan& plan, const std::string& src, const fs::path& obj,
                              std::vector<std::string>* notes);
   void run_gates_of(Submission& s, int slot, const std::string& gpu, int worker);

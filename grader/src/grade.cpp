@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -193,8 +194,15 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
   // One lab time limit for all runs, counted as the limits count: by progress. The clock (lab.run_seconds) would
   // leave the later runs nothing after one that waited long for a busy machine's CPUs.
   double used = used_s;
-  std::shared_future<SassDump> sass;  // the gate binary's machine code, read beside the first untimed run (sass.h)
+  // The gate binary's machine code (sass.h): the batch's, or read here beside the first untimed run.
+  std::shared_future<SassDump> sass = spec.sass;
   const bool machine_code = !spec.exe.empty() && needs_machine_code(lab);
+  const auto start_dump = [&] {
+    if (!spec.process.sandbox) return start_sass_dump(spec.exe, spec.process.limits.cpus);
+    std::promise<SassDump> none;  // sandboxed and no dump made in the compile sandbox: never one outside it
+    none.set_value(SassDump{std::nullopt, "the gate binary was not read in the sandbox of the compiles"});
+    return none.get_future().share();
+  };
   for (const bool hidden : {false, true}) {
     // The speed process first: labs that start together then take their exclusive turns one after another before
     // any untimed run has started, instead of each waiting for the others' untimed runs to end.
@@ -202,14 +210,14 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
       const auto todo = gates_to_run(lab, hidden, speed);
       if (todo.empty()) continue;
       const double before = used;
-      if (!speed && machine_code && !sass.valid()) sass = start_sass_dump(spec.exe, spec.process.limits.cpus);
+      if (!speed && machine_code && !sass.valid()) sass = start_dump();
       used += run_one_process(lab, spec, todo, speed, hidden, used, turns);
       if (speed) time_lost_again(lab, spec, todo, hidden, before, turns);
     }
     // The machine code of the kernels these gates ran, for the steps about an instruction (sass.h), before the
     // checks below: a gate failed here is not checked again.
     if (machine_code) {
-      if (!sass.valid()) sass = start_sass_dump(spec.exe, spec.process.limits.cpus);
+      if (!sass.valid()) sass = start_dump();
       apply_instructions(lab, find_instructions(lab.gates, sass.get(), hidden));
     }
     // The checks of these gates.

@@ -15,6 +15,7 @@
 
 #include "labkit/channel_auth.h"
 #include "sandbox.h"
+#include "sass.h"
 #include "scoring.h"
 
 namespace labgrade {
@@ -56,6 +57,10 @@ struct GateRunSpec {
   // The first attempt's process, already started and waiting for its turn (start_held); used when it was started
   // for the same gates, else left to end unused.
   std::shared_ptr<HeldStart> held;
+  // The gate binary's machine code (sass.h), when it was read before the run: a batch reads it in the sandbox of the
+  // student's compiles, where none of the student's code runs. Not set: run_and_score reads it itself, directly,
+  // unless the process is sandboxed (a batch never parses a submission's binary as the grader's user).
+  std::shared_future<SassDump> sass;
   // A batch whose workers run side by side: how many more of this student's speed processes may be timed again in
   // the quiet turn because a gate lost points with a finished timing, unsteady or not (grade.cpp's
   // time_lost_again; shared by the student's labs). Null: only unsteady timings are timed again.

@@ -164,7 +164,7 @@ bool needs_machine_code(const LabResult& lab) {
                      [](const GateResult& g) { return g.needs_shared_memory || !g.needs_instructions.empty(); });
 }
 
-SassDump dump_sass(const fs::path& exe, const std::vector<int>& cpus) {
+SassDump dump_sass(const fs::path& exe, const SassRunner& run) {
   SassDump d;
   const auto started = std::chrono::steady_clock::now();
   const auto cuobjdump = find_program("cuobjdump", {"/usr/local/cuda/bin"});
@@ -174,24 +174,44 @@ SassDump dump_sass(const fs::path& exe, const std::vector<int>& cpus) {
   }
   // The whole binary: which kernels the gates ran is known only after the run, and the dump starts with it. Lab
   // 04's (Thrust's sorts) is 13 MB of text, 6.8 s on an H200 machine, all of it beside the lab's untimed gates.
-  const CommandResult r = run_command({cuobjdump->string(), "--dump-sass", exe.string()}, 300, {}, false, cpus);
-  if (r.exit_code != 0)
+  const CommandResult r = run({cuobjdump->string(), "--dump-sass", exe.string()}, 300);
+  if (r.output.size() > kSassDumpLimit)  // the rest is not kept (a batch's file-size limit may also have ended it)
+    d.why_not = "cuobjdump's dump of the gate binary is over 64 MiB";
+  else if (r.exit_code != 0)
     d.why_not = "cuobjdump --dump-sass failed (" +
                 (r.timed_out ? std::string("it timed out") : trim_message(r.output, 2, 200)) + ")";
-  else if (r.output.size() >= (std::size_t(64) << 20))  // run_command keeps 64 MiB: the rest of the dump is lost
-    d.why_not = "cuobjdump's dump of the gate binary is over 64 MiB";
   else
     d.code = parse_sass(r.output);
+  d.review = !d.code;
   d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return d;
 }
 
-std::shared_future<SassDump> start_sass_dump(const fs::path& exe, const std::vector<int>& cpus) {
+namespace {
+// cuobjdump as the grader's user, on `cpus`. run_command keeps 64 MiB of output, so a longer dump arrives as exactly
+// that much: marked as over the limit.
+SassRunner run_directly(std::vector<int> cpus) {
+  return [cpus = std::move(cpus)](const std::vector<std::string>& argv, double timeout_s) {
+    CommandResult r = run_command(argv, timeout_s, {}, false, cpus);
+    if (r.output.size() >= kSassDumpLimit) r.output.resize(kSassDumpLimit + 1);
+    return r;
+  };
+}
+}  // namespace
+
+SassDump dump_sass(const fs::path& exe, const std::vector<int>& cpus) { return dump_sass(exe, run_directly(cpus)); }
+
+std::shared_future<SassDump> start_sass_dump(const fs::path& exe, SassRunner run) {
+  auto dump = [exe, run = std::move(run)] { return dump_sass(exe, run); };
   try {
-    return std::async(std::launch::async, dump_sass, exe, cpus).share();
+    return std::async(std::launch::async, dump).share();
   } catch (const std::system_error&) {  // no thread to be had: dump when the result is asked for
-    return std::async(std::launch::deferred, dump_sass, exe, cpus).share();
+    return std::async(std::launch::deferred, dump).share();
   }
+}
+
+std::shared_future<SassDump> start_sass_dump(const fs::path& exe, const std::vector<int>& cpus) {
+  return start_sass_dump(exe, run_directly(cpus));
 }
 
 InstructionFindings find_instructions(const std::vector<GateResult>& gates_in, const SassDump& dump, bool hidden) {
@@ -208,7 +228,8 @@ InstructionFindings find_instructions(const std::vector<GateResult>& gates_in, c
   }
   if (gates.empty() || !listed) return found;
   if (!dump.code) {
-    found.note = "machine-code checks not done: " + dump.why_not;
+    found.note = (dump.review ? std::string(kObjectReviewNote) : std::string()) +
+                 "machine-code checks not done: " + dump.why_not;
     return found;
   }
   int checked = 0, unjudged = 0;

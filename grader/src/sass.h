@@ -12,6 +12,7 @@
 // A gate that passed and fails this becomes failed, with the kernels named. What cannot be judged (no cuobjdump, no
 // kernel of the list in the binary's SASS: code only as PTX, or a library's) is left as it is, with a lab note.
 #pragma once
+#include <functional>
 #include <future>
 #include <map>
 #include <optional>
@@ -49,13 +50,17 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
 // After a lab's graded run (the gates of one visibility, as run_and_score runs them) and before its memory and race
 // checks: fails the passed gates whose kernels lack what they need, from the SASS of the whole gate binary, and notes
 // what could not be checked. cuobjdump takes seconds on a large binary (lab 01's 7.4 s beside the other labs on one
-// H200, when it ran between the graded run and the checks), so run_and_score starts it in a thread of its own when
-// the lab's untimed gates start (start_sass_dump: the binary is what it reads, not which kernels ran) and uses it
-// after them: find_instructions judges a copy of the gates against the dump, apply_instructions fails those it found
+// H200, when it ran between the graded run and the checks), so it runs in a thread of its own: a batch starts it in
+// the student's compile sandbox as soon as the lab is linked (GateRunSpec::sass), local grading when the lab's untimed
+// gates start (start_sass_dump: the binary is what it reads, not which kernels ran), and the result is used after
+// them: find_instructions judges a copy of the gates against the dump, apply_instructions fails those it found
 // lacking and adds its note. A gate failed here is not run again under the sanitizers.
 struct SassDump {
   std::optional<SassOpcodes> code;  // none: why_not says why
   std::string why_not;
+  // cuobjdump was there and did not give a readable dump (it failed, timed out, or wrote over 64 MiB): a gate binary
+  // crafted against the parser would look like this, so the note goes to the instructor's "object code to read".
+  bool review = false;
   double seconds = 0;  // cuobjdump and the parse
 };
 struct InstructionFindings {
@@ -64,9 +69,16 @@ struct InstructionFindings {
   std::string note;                                           // "" when no gate needed a check
 };
 bool needs_machine_code(const LabResult& lab);  // a gate of the lab's rubric has needs_shared_memory or _instructions
-// `cpus`: where cuobjdump may run (the lab's runs' CPUs in a batch, never a worker's speed-gate CPUs; empty: any).
+// How cuobjdump is run: argv and a time limit in, its exit, output (at most kSassDumpLimit + 1 bytes of it) and
+// whether it timed out back. cuobjdump parses the linked gate binary, which holds the student's objects: a batch runs
+// it in the sandbox of the student's compiles (batch.cpp), local grading (one's own tree) directly.
+using SassRunner = std::function<CommandResult(const std::vector<std::string>& argv, double timeout_s)>;
+inline constexpr std::size_t kSassDumpLimit = std::size_t(64) << 20;  // 64 MiB of text
+SassDump dump_sass(const fs::path& exe, const SassRunner& run);
+// Directly, as the grader's user. `cpus`: where cuobjdump may run (empty: any).
 SassDump dump_sass(const fs::path& exe, const std::vector<int>& cpus);
-std::shared_future<SassDump> start_sass_dump(const fs::path& exe, const std::vector<int>& cpus);  // in a thread
+std::shared_future<SassDump> start_sass_dump(const fs::path& exe, SassRunner run);  // in a thread
+std::shared_future<SassDump> start_sass_dump(const fs::path& exe, const std::vector<int>& cpus);
 InstructionFindings find_instructions(const std::vector<GateResult>& gates, const SassDump& dump, bool hidden);
 void apply_instructions(LabResult& lab, const InstructionFindings& found);
 

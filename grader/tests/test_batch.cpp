@@ -993,3 +993,36 @@ TEST_CASE("the batch's ETA follows the slower stage of the pipeline", "[batch_et
   CHECK(batch_eta(1, 0, 10, 60, 4, 2, {75}) == 0);
   CHECK(batch_eta(2, 0, 10, 60, 4, 1, {30, 30}) == Catch::Approx(30 + 60));
 }
+
+TEST_CASE("a batch's cuobjdump writes to a file the grader opens, read back and removed; past the size limit or "
+          "ended by a signal, a note asks to read the code", "[sass]") {
+  test::TempDir dir{"sass_runner"};
+  const std::string saved = std::getenv("PATH") ? std::getenv("PATH") : "";
+  const fs::path fake = dir.path / "cuobjdump";
+  const auto dump_with = [&](const std::string& body) {
+    std::ofstream(fake) << "#!/bin/sh\n" << body << "\n";
+    fs::permissions(fake, fs::perms::owner_all);
+    setenv("PATH", (dir.path.string() + ":" + saved).c_str(), 1);
+    ProcessSpec ps;
+    ps.cwd = dir.path;
+    ps.inherit_env = true;
+    const SassDump d = dump_sass(dir.path / "gates", detail::sandboxed_sass_runner(ps, dir.path / "lab01.sass.txt"));
+    setenv("PATH", saved.c_str(), 1);
+    CHECK_FALSE(fs::exists(dir.path / "lab01.sass.txt"));
+    return d;
+  };
+  const SassDump good = dump_with(
+      "[ \"$1\" = --dump-sass ] && [ \"$2\" = '" + (dir.path / "gates").string() + "' ] || exit 2\n"
+      "printf 'arch = sm_90\\n\\t\\tFunction : _Z1kv\\n        /*0000*/   LDS R1, [R2] ;\\n'");
+  REQUIRE(good.code);
+  CHECK(good.code->at("_Z1kv").at("sm_90").opcodes.count("LDS") == 1);
+  const SassDump crashed = dump_with("echo 'reading the ELF'; kill -SEGV $$");
+  CHECK_FALSE(crashed.code);
+  CHECK(crashed.review);
+  CHECK_THAT(crashed.why_not, Catch::Matchers::ContainsSubstring("signal 11"));
+  // The file-size limit ends a dump one byte past what is read (SIGXFSZ); what was written says why.
+  const SassDump big = dump_with("head -c 67108865 /dev/zero; echo more");
+  CHECK_FALSE(big.code);
+  CHECK(big.review);
+  CHECK_THAT(big.why_not, Catch::Matchers::ContainsSubstring("over 64 MiB"));
+}

@@ -189,7 +189,7 @@ struct FakeCuobjdump {
 
 // What run_and_score does for one visibility, in this thread: the dump, the judgement, the findings applied.
 void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
-  if (needs_machine_code(lab)) apply_instructions(lab, find_instructions(lab.gates, dump_sass(exe, {}), hidden));
+  if (needs_machine_code(lab)) apply_instructions(lab, find_instructions(lab.gates, dump_sass(exe, std::vector<int>{}), hidden));
 }
 }  // namespace
 
@@ -229,6 +229,8 @@ TEST_CASE("check_instructions: a dump that fails or is not needed changes no gat
     REQUIRE(lab.notes.size() == 1);
     CHECK_THAT(lab.notes[0], ContainsSubstring("machine-code checks not done: cuobjdump --dump-sass failed"));
     CHECK_THAT(lab.notes[0], ContainsSubstring("Could not open input file"));
+    // cuobjdump was there and could not read the binary: the instructor is asked to read the code.
+    CHECK_THAT(lab.notes[0], Catch::Matchers::StartsWith(kObjectReviewNote));
   }
   {  // No gate of the rubric needs it: cuobjdump is not even started (a failing one would leave a note).
     FakeCuobjdump fake(kDump, true);
@@ -249,7 +251,7 @@ TEST_CASE("start_sass_dump: one dump in a thread, judged for each visibility as 
   lab.gates.push_back(gate(true, {}, {kTiled}, {kTiled}));
   lab.gates.back().id = "step4.correct";
   lab.gates.back().hidden = true;
-  const std::shared_future<SassDump> dump = start_sass_dump("/nonexistent/gates", {});
+  const std::shared_future<SassDump> dump = start_sass_dump("/nonexistent/gates", std::vector<int>{});
   REQUIRE(dump.get().code);
   apply_instructions(lab, find_instructions(lab.gates, dump.get(), false));
   CHECK(lab.gates[0].status == Status::failed);
@@ -263,4 +265,45 @@ TEST_CASE("start_sass_dump: one dump in a thread, judged for each visibility as 
   CHECK(lab.gates[2].status == Status::passed);
   REQUIRE(lab.notes.size() == 2);
   CHECK_THAT(lab.notes[1], ContainsSubstring("machine code: 1 hidden gate(s) checked"));
+}
+
+TEST_CASE("dump_sass through a runner: a dump over 64 MiB, a timeout and a missing cuobjdump are notes", "[sass]") {
+  FakeCuobjdump fake(kDump, false);
+  LabResult lab;
+  lab.gates.push_back(gate(true, {}, {kNaive}, {kNaive}));
+  std::vector<std::string> seen;
+  const auto over = [&seen](const std::vector<std::string>& argv, double) {
+    seen = argv;
+    return CommandResult{0, std::string(kSassDumpLimit + 1, 'x'), false};
+  };
+  const SassDump big = dump_sass("/some/gates", over);
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[1] == "--dump-sass");
+  CHECK(seen[2] == "/some/gates");
+  CHECK_FALSE(big.code);
+  CHECK(big.review);
+  CHECK_THAT(big.why_not, ContainsSubstring("over 64 MiB"));
+  const SassDump late =
+      dump_sass("/some/gates", [](const std::vector<std::string>&, double) { return CommandResult{-1, "", true}; });
+  CHECK_THAT(late.why_not, ContainsSubstring("timed out"));
+  const SassDump good =
+      dump_sass("/some/gates", [](const std::vector<std::string>&, double) { return CommandResult{0, kDump, false}; });
+  REQUIRE(good.code);
+  CHECK_FALSE(good.review);
+  apply_instructions(lab, find_instructions(lab.gates, good, false));
+  CHECK(lab.gates[0].status == Status::failed);
+  // No cuobjdump at all: a plain note (not a request to read code), and the runner is never called.
+  const std::string saved = std::getenv("PATH") ? std::getenv("PATH") : "";
+  setenv("PATH", "/nonexistent", 1);
+  bool called = false;
+  const SassDump none = dump_sass("/some/gates", [&called](const std::vector<std::string>&, double) {
+    called = true;
+    return CommandResult{};
+  });
+  setenv("PATH", saved.c_str(), 1);
+  if (!fs::exists("/usr/local/cuda/bin/cuobjdump")) {  // find_program also looks there
+    CHECK_FALSE(called);
+    CHECK_FALSE(none.review);
+    CHECK_THAT(none.why_not, ContainsSubstring("not found"));
+  }
 }
