@@ -434,7 +434,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
     spec.process.cwd = lab_run;
     spec.process.writable = lab_run;
     spec.process.extra_ro = {s.exes[i].parent_path()};
-    spec.sass = s.sass[i];
+    if (i < s.sass.size()) spec.sass = s.sass[i];
     // A lab sees only the GPUs its rubric asks for: on a worker of two (--gpus 0+1), a lab of one GPU that saw both
     // could split a timed step over them and pass a speed gate at twice its real speed.
     const std::string lab_gpus = gpus_for_lab(gpu, plan.rubric.gpus);
