@@ -23,6 +23,9 @@ struct Problem {
   std::vector<double> exact;  // when known (b = A * ones): the solution
   // false: the default checks' racecheck leaves the problem to memcheck (see kRaceIterations).
   bool race_checked = true;
+  // > 0: the solve runs with this CgOptions::blocks_per_sm, and one of its kernels must have run that grid
+  // (reduction_grid_problem): the solver hands the count on to its reductions, which have defaults of their own.
+  int blocks_per_sm = 0;
 };
 
 
@@ -106,13 +109,15 @@ void check_solve(Solver s, const Problem& pr) {
   opt.rel_tol = pr.tol;
   opt.max_iter = pr.max_iter;
   opt.graph_iterations = pr.graph_iterations;
+  if (pr.blocks_per_sm > 0) opt.blocks_per_sm = pr.blocks_per_sm;
   std::vector<int> seen;
   opt.progress = [&](int it, double) { seen.push_back(it); };
+  std::vector<labkit::launches::Kernel> ran;  // the kernels of the last solve
   auto once = [&] {
     x.poison();
     seen.clear();
     lab07::CgResult res;
-    labkit::gate::own_kernels(name(s), [&] { res = solve(s, A.view(), b.data(), x.data(), opt); });
+    ran = labkit::gate::own_kernels_ran(name(s), [&] { res = solve(s, A.view(), b.data(), x.data(), opt); });
     sync();
     return res;
   };
@@ -136,6 +141,29 @@ void check_solve(Solver s, const Problem& pr) {
                << (i > 0 ? std::to_string(seen[i - 1]) : std::string("none")) << " (the solve did " << res.iterations
                << "): iteration numbers must grow and stay within the iterations done");
   if (res.iterations > 0 && seen.empty()) FAIL(ctx << ": progress was never called");
+  // How often: after every iteration (step 4), after every graph launch (step 6), so never more than
+  // graph_iterations apart. Only a breakdown in the last iteration (r^T r not finite) may go unreported.
+  const int every = s == Solver::loop ? 1 : pr.graph_iterations;
+  for (std::size_t i = 0; i <= seen.size(); ++i) {
+    const int from = i ? seen[i - 1] : 0, to = i < seen.size() ? seen[i] : res.iterations;
+    const int allowed = i < seen.size() || res.status != labkit::CgStatus::breakdown ? every : every + 1;
+    if (to - from > allowed)
+      FAIL(ctx << ": progress was called with iteration " << (i < seen.size() ? std::to_string(to) : "none")
+               << " after " << (i ? std::to_string(from) : std::string("none")) << " (the solve did "
+               << res.iterations << ")" << (i < seen.size() ? "" : " and not again")
+               << (s == Solver::loop
+                       ? ": call opt.progress after each iteration"
+                       : ": call opt.progress after each graph launch of opt.graph_iterations = " +
+                             std::to_string(pr.graph_iterations) + " iterations (a batch of another size "
+                             "ignores the option)"));
+  }
+  if (pr.blocks_per_sm > 0) {
+    const std::string problem = reduction_grid_problem(ran, static_cast<long long>(pr.A.rows), pr.blocks_per_sm);
+    if (!problem.empty())
+      FAIL(ctx << ": the solve ran with CgOptions::blocks_per_sm = " << pr.blocks_per_sm << ", but " << problem
+               << " (hand opt.blocks_per_sm on to the reductions, whose own default is "
+               << lab07::kDefaultBlocksPerSm << ")\n  " << labkit::gate::reproduce_hint());
+  }
 
   const double truth = rel_true_residual(pr.A, pr.b, hx);
   // The solver's own true residual (double on the GPU) against the CPU's (long double): ||b - Ax|| is computed
@@ -247,6 +275,21 @@ void add_edge_cases(Solver s, std::vector<Problem>& ps) {
     p.max_iter = 13;
     p.graph_iterations = 8;
     p.expect = Expect::max_iterations;
+    add(std::move(p));
+  }
+  {
+    // blocks_per_sm = 1, not the default 4, on a matrix large enough that a grid of 1 x SMs blocks has work for every
+    // block of up to 1024 threads (reduction_grid_problem's n >= 4 G x threads): a reduction left at its default
+    // runs 4 x SMs blocks instead, the same values. Three iterations (two graph launches of 2) keep it cheap.
+    const int side = static_cast<int>(std::ceil(std::sqrt(4.0 * labkit::device_info().sm_count * 1024))) + 1;
+    Problem p{"blocks_per_sm = 1, max_iter = 3", labkit::poisson2d(side, side), {}};
+    p.b = labkit::random_doubles(std::size_t(p.A.rows), seed("b_grid"));
+    p.tol = 1e-14;
+    p.max_iter = 3;
+    p.graph_iterations = 2;
+    p.expect = Expect::max_iterations;
+    p.blocks_per_sm = 1;
+    p.race_checked = false;  // a launch setting, not a race: memcheck runs it, racecheck leaves it out
     add(std::move(p));
   }
   {
