@@ -197,21 +197,29 @@ void check_norm_step(NormFn fn, const char* name) {
     SaxpyCase off(65537, false, offx, offy);
     check_norm_case(fn, name, off);
   }
-  // The last 1024 elements of y 1000 times larger, so that they are most of the norm: a reduction that leaves out
-  // elements at the end (a grid clamped to 65535 blocks with no stride loop misses the last few hundred of 2^24 + 3)
-  // is off by far more than the tolerance, where with values all alike it was off by about 2^-16.
+  // `count` elements of y from `from` on 1000 times larger, so that they are most of the norm: leaving any of them
+  // out is off by far more than the tolerance, where with values all alike it was off by about 2^-16.
+  auto heavy = [&](SaxpyCase& c, std::size_t from, std::size_t count, const std::string& what) {
+    std::vector<float> y0 = c.y0;
+    for (std::size_t i = from; i < from + count; ++i) y0[i] *= 1000.f;
+    LABKIT_CUDA(cudaMemcpy(c.yd() + from, &y0[from], count * sizeof(float), cudaMemcpyHostToDevice));
+    LABKIT_CUDA(cudaStreamSynchronize(0));  // landed before a step on any stream reads it
+    const double norm = fn(c.n, c.a, c.xd(), c.yd());
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    labkit::gate::require(check_norm(norm, labkit::norm2_ref(labkit::saxpy_ref(c.a, c.x, y0)), "||y||_2 with " + what),
+                          std::string(name) + ", n=" + std::to_string(c.n));
+  };
+  // The end: a reduction that leaves out elements there (a grid clamped to 65535 blocks with no stride loop misses
+  // the last few hundred of 2^24 + 3).
   if (!cap.skips(double(kLarge), "n=" + std::to_string(kLarge) + " with a heavy tail")) {
     SaxpyCase tail(kLarge, false);
-    std::vector<float> y0 = tail.y0;
-    const std::size_t from = tail.n - 1024;
-    for (std::size_t i = from; i < tail.n; ++i) y0[i] *= 1000.f;
-    LABKIT_CUDA(cudaMemcpy(tail.yd() + from, &y0[from], 1024 * sizeof(float), cudaMemcpyHostToDevice));
-    LABKIT_CUDA(cudaStreamSynchronize(0));  // landed before a step on any stream reads it
-    const double norm = fn(tail.n, tail.a, tail.xd(), tail.yd());
-    LABKIT_CUDA(cudaDeviceSynchronize());
-    labkit::gate::require(check_norm(norm, labkit::norm2_ref(labkit::saxpy_ref(tail.a, tail.x, y0)),
-                                     "||y||_2 with the last 1024 elements of y 1000 times larger"),
-                          std::string(name) + ", n=" + std::to_string(tail.n));
+    heavy(tail, tail.n - 1024, 1024, "the last 1024 elements of y 1000 times larger");
+  }
+  // The start, on pointers 2 floats past a 16-byte boundary: a float4 path that updates the 2 elements before y's
+  // first boundary on their own and forgets their squares (about 2 of 65537 when values are alike).
+  {
+    SaxpyCase head(65537, false, 2, 2);
+    heavy(head, 0, 8, "the first 8 elements of y 1000 times larger, x and y 2 floats off 16-byte alignment");
   }
   SaxpyCase special(1001, true);  // a NaN in the new y makes the norm NaN (IEEE: NaN propagates through + and sqrt)
   check_norm_case(fn, name, special);
