@@ -90,6 +90,11 @@ void speed_gate(Scheme s) {
   std::vector<double> b = b0, x;
   LABKIT_CUDA(cudaSetDevice(0));
   lab08_baseline::OneGpuCg base(A);
+  // The transfer floor first, before any code of the step's runs in this gate (its set-up could leave copies running
+  // on a stream of its own that slowed these and raised the allowance below), after every GPU is drained of what
+  // earlier gates left.
+  labkit::synchronize_devices_in_use();
+  const double io_ms = io_floor_ms(team, b0, x);
   auto solver = make(s, team, A);
   lab08::CgOptions opt;
   opt.rel_tol = 0;  // never met: exactly max_iter iterations
@@ -137,7 +142,6 @@ void speed_gate(Scheme s) {
                                  },
                                  tc, topt);
   };
-  const double io_ms = io_floor_ms(team, b0, x);
   const auto shrt = measure(kItersShort);
   const auto lng = measure(kItersLong);
   const auto diff = labkit::per_unit_difference(shrt, lng, kItersLong - kItersShort);
