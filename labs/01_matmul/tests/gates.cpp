@@ -512,6 +512,78 @@ void check_huge(Step step) {
   labkit::gate::require(labkit::Verdict{}, ctx);
 }
 
+// Past 2^32 elements of A (M = 131073, K = 32772, N = 4) or of B (M = 4, K = 32772, N = 131076), C small (half a
+// million floats): the offsets of A's and B's tiles (row * K + k, k * N + col) wrap in 32 bits there, which the case
+// above (C past 2^32 with K = 4) never reaches. A step whose C index is size_t and whose tile offsets are int passes
+// every other shape. The large operand is a labkit::HugeDeviceArray filled with random floats (chunk and tail), so
+// the host knows each of its elements; C is checked on rows (A) or columns (B) where the offsets cross 2^31 and 2^32
+// and at the ends: 96 elements, a few million multiply-adds on the host. K and N multiples of 4: the 16-byte paths
+// run. About 1.7e10 multiply-adds on the GPU per case.
+enum class HugeOperand { A, B };
+
+void check_huge_operand(Step step, HugeOperand big) {
+  const bool in_a = big == HugeOperand::A;
+  const Shape shape = in_a ? Shape{131073, 4, 32772} : Shape{4, 131076, 32772};
+  const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(shape) + (in_a ? " (A" : " (B") +
+                          " past 2^32 elements)";
+  if (labkit::gate::huge_case_left_out(ctx)) return;
+  const std::size_t M = std::size_t(shape.M), N = std::size_t(shape.N), K = std::size_t(shape.K);
+  labkit::HugeDeviceArray huge((in_a ? M * K : K * N) * sizeof(float), std::size_t(1) << 21);
+  const labkit::KnownHugeFloats known = labkit::fill_random(huge, labkit::gate::seed(in_a ? "huge-A A" : "huge-B B"));
+  const std::size_t small_n = in_a ? K * N : M * K;
+  const auto h_small = labkit::random_floats(small_n, labkit::gate::seed(in_a ? "huge-A B" : "huge-B A"));
+  const auto c0 = labkit::random_floats(M * N, labkit::gate::seed(in_a ? "huge-A C" : "huge-B C"));
+  labkit::GuardedBuffer<float> d_small(small_n, in_a ? "B" : "A"), dC(M * N, "C");
+  d_small.upload(h_small);
+  dC.upload(c0);
+  const float* dA = in_a ? static_cast<const float*>(huge.data()) : d_small.data();
+  const float* dB = in_a ? d_small.data() : static_cast<const float*>(huge.data());
+  try {
+    labkit::gate::own_kernels(kStepName[int(step)], [&] { run(step, shape.M, shape.N, shape.K, dA, dB, dC.data()); });
+    LABKIT_CUDA(cudaDeviceSynchronize());
+  } catch (const std::exception& e) {
+    FAIL(ctx << ": " << e.what() << "\n  an offset into " << (in_a ? "A such as row * K + k" : "B such as k * N + col")
+             << " computed in int turns negative past 2^31 elements and the load leaves the array: compute it in "
+                "size_t\n  "
+             << labkit::gate::reproduce_hint());
+  }
+  for (const auto* buf : {&d_small, &dC}) {
+    const auto g = buf->check_guards();
+    if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
+  }
+  const auto got = dC.download();
+  auto a = [&](std::size_t i, std::size_t p) { return in_a ? known.at(i * K + p) : h_small[i * K + p]; };
+  auto b = [&](std::size_t p, std::size_t c) { return in_a ? h_small[p * N + c] : known.at(p * N + c); };
+  // The rows of A (or rows of B: every column of C reads all of them) where offsets pass 2^31 and 2^32, and the ends.
+  std::vector<std::size_t> lines;
+  const std::size_t count = in_a ? M : N, width = in_a ? K : N;
+  for (const std::size_t around : {std::size_t(0), (std::size_t(1) << 31) / width, (std::size_t(1) << 32) / width,
+                                   count - 8})
+    for (std::size_t d = 0; d < 8; ++d)
+      if (around + d < count && (lines.empty() || lines.back() < around + d)) lines.push_back(around + d);
+  for (const std::size_t line : lines)
+    for (std::size_t other = 0; other < (in_a ? N : M); ++other) {
+      const std::size_t i = in_a ? line : other, c = in_a ? other : line;
+      double expected = c0[i * N + c], scale = std::fabs(c0[i * N + c]);
+      for (std::size_t p = 0; p < K; ++p) {
+        const double t = double(a(i, p)) * b(p, c);
+        expected += t;
+        scale += std::fabs(t);
+      }
+      const float v = got[i * N + c];
+      if (!(std::fabs(double(v) - expected) <= tolerance(shape.K) * scale))
+        FAIL(ctx << ": C(" << i << ", " << c << ") = " << v << ", expected " << expected
+                 << (v == c0[i * N + c] ? " (never written)" : "") << "; "
+                 << (in_a ? "row " + std::to_string(i) + " of A starts at element " + std::to_string(i * K)
+                          : "B's rows run to element " + std::to_string(K * N))
+                 << ". An offset such as " << (in_a ? "row * K + k into A" : "k * N + col into B")
+                 << " computed in int wraps past 2^31 elements (in unsigned past 2^32), while C's index, in size_t, "
+                    "is right: compute the tiles' offsets in size_t too, e.g. std::size_t(row) * K + k\n  "
+                 << labkit::gate::reproduce_hint());
+    }
+  labkit::gate::require(labkit::Verdict{}, ctx);
+}
+
 void check_step(Step step) {
   labkit::gate::SanitizerCap cap(kSanitizerCap, "multiply-adds", kRaceCap);
   std::vector<std::pair<Shape, Offsets>> cases;
@@ -540,6 +612,8 @@ void check_step(Step step) {
   for (const auto& [s, o] : cases)
     if (labkit::gate::under_sanitizer() || !full_reference(s)) check_shape(step, s, o);
   check_huge(step);
+  check_huge_operand(step, HugeOperand::A);
+  check_huge_operand(step, HugeOperand::B);
 }
 
 // Speed: a step against the gate's own cuBLAS SGEMM (reference_sgemm, never the student's step 0) at n^3. Every

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -374,6 +375,31 @@ TEST_CASE("step7.correct", "[lab05][step7][correctness]") {
     opt.name = "out";
     labkit::gate::require(labkit::check_equal(out.download(), labkit::random_floats(n, seed, lo, hi), opt),
                           ctx + " (element i must be labkit::uniform_float(seed, i, lo, hi), bit for bit)");
+  }
+  // ... and past 2^32 elements (check_huge's HugeDeviceArray): element i is drawn from i as a 64-bit number, so an
+  // index kept in int (a counting_iterator<int>, an int functor argument) wraps and repeats the first values there.
+  if (const std::string ctx = "step 7 (fill_uniform), n=" + std::to_string(kHuge) + " (past 2^32)";
+      !labkit::gate::huge_case_left_out(ctx)) {
+    const std::uint64_t seed = labkit::gate::seed("fill huge");
+    const float lo = -3.5f, hi = 7.25f;
+    labkit::HugeDeviceArray out(kHuge * sizeof(float), 1 << 21);
+    const std::size_t first = out.tail_offset() / sizeof(float), tail = out.tail_bytes() / sizeof(float);
+    const std::vector<float> before = host_random(tail, labkit::gate::seed("fill huge tail"));
+    out.fill_tail(before);
+    labkit::gate::own_kernels(ctx, [&] { lab05::fill_uniform(static_cast<float*>(out.data()), kHuge, seed, lo, hi); });
+    LABKIT_CUDA(cudaDeviceSynchronize());
+    const auto got = out.read_tail<float>();
+    for (std::size_t k = 0; k < tail; ++k) {
+      const std::size_t i = first + k;
+      const float want = i < kHuge ? labkit::uniform_float(seed, i, lo, hi) : before[k];
+      if (std::memcmp(&got[k], &want, sizeof want) != 0)
+        FAIL(ctx << ": out[" << i << "] = " << got[k] << ", "
+                 << (i < kHuge ? "expected labkit::uniform_float(seed, " + std::to_string(i) + ", lo, hi) = " +
+                                     std::to_string(want) + ": an index kept in 32 bits (a counting_iterator<int>, "
+                                     "an int argument of the functor) wraps past 2^31; use std::size_t or int64_t"
+                               : std::string("past the end of out (written beyond n)"))
+                 << "\n  " << labkit::gate::reproduce_hint());
+    }
   }
   CHECK_NOTHROW(lab05::fill_uniform(nullptr, 0, 1, 0.f, 1.f));
   // (b) the round trip. Values in [-1000, 1000) with runs of duplicates; the sorted result must equal std::sort's.
