@@ -267,6 +267,43 @@ void check_spmv(SpmvKind kind, const DevCsr& A, const std::string& label) {
     labkit::gate::require(labkit::check_same_runs(got, once(), opt), ctx + " (two runs)");
 }
 
+// Step 3b past 2^26 rows: a warp per row means 32 x rows threads, past 2^31 here, so a thread index or grid size
+// computed in int (blockIdx.x * blockDim.x + threadIdx.x, 32 * A.rows) wraps: a launch with a negative grid, warps
+// whose row comes out negative, or the last rows never written. 2^26 + 3 empty rows (nnz = 0: row_ptr all zeros, y
+// must become all zeros) keep it to 0.3 GB of row_ptr and 0.5 GB of y. Not under a sanitizer.
+void check_spmv_many_rows() {
+  const int rows = (1 << 26) + 3;
+  const std::string ctx = std::string(name(SpmvKind::warp)) + ", " + std::to_string(rows) +
+                          " empty rows (32 x rows threads: past 2^31)";
+  if (labkit::gate::huge_case_left_out(ctx)) return;
+  labkit::DeviceBuffer<int> row_ptr(std::size_t(rows) + 1);
+  LABKIT_CUDA(cudaMemset(row_ptr.data(), 0, (std::size_t(rows) + 1) * sizeof(int)));
+  labkit::DeviceBuffer<double> x(1);
+  labkit::GuardedBuffer<double> y(std::size_t(rows), "y");
+  y.poison();
+  lab07::DeviceCsr A;
+  A.rows = rows;
+  A.cols = 1;
+  A.row_ptr = row_ptr.data();
+  try {
+    labkit::gate::own_kernels(name(SpmvKind::warp), [&] { run_spmv(SpmvKind::warp, A, x.data(), y.data()); });
+    sync();
+  } catch (const std::exception& e) {
+    FAIL(ctx << ": " << e.what() << "\n  a thread index or grid size computed in int (32 * rows threads is past "
+                "2^31 here) turns negative: compute them in 64 bits (README, step 3b)\n  "
+             << labkit::gate::reproduce_hint());
+  }
+  require_guards(y, ctx);
+  const auto got = y.download();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i] != 0.0)
+      FAIL(ctx << ": y[" << i << "] = " << got[i] << (labkit::is_poison(got[i]) ? " (never written)" : "")
+               << ", where an empty row's sum is 0; rows from " << (1 << 26)
+               << " on have thread indices past 2^31: compute the thread index and the grid in 64 bits (README, step "
+                  "3b)\n  "
+               << labkit::gate::reproduce_hint());
+}
+
 }  // namespace
 
 TEST_CASE("step1.correct", "[lab07][step1][correctness]") {
@@ -338,4 +375,5 @@ TEST_CASE("step3.correct", "[lab07][step3][correctness]") {
     run_spmv(k, E.view(), x.data(), y.data());
     sync();
   }
+  check_spmv_many_rows();
 }
