@@ -52,6 +52,8 @@ def passes_when(g):
             text += "; a kernel of yours that it ran holds " + " or ".join(g["needs_instructions"])
             if g.get("instruction_archs"):
                 text += " (checked on " + ", ".join(g["instruction_archs"]) + " GPUs)"
+        if g.get("forbid_instructions"):
+            text += "; no kernel of yours that it ran holds " + " or ".join(g["forbid_instructions"])
         return text
     metric = g.get("metric", "ratio")
     text = f"{metric} ≥ {num(g['threshold'])}"

@@ -121,19 +121,21 @@ Rubric parse_rubric(const std::string& text, const std::string& source) {
       if (gate.needs_shared_memory && gate.kind != "correctness")
         fail(source, where(node) + ": gate `" + gate.id + "`: needs_shared_memory is for correctness gates");
     }
-    if (const toml::node* n = g->get("needs_instructions")) {
-      const auto opcode = [](const std::string& v) {  // capitals and digits: "DMMA", not "DMMA.884" or "dmma"
-        return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
-          return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        });
-      };
-      gate.needs_instructions = string_list(*n, opcode, [&] {
-        fail(source, where(node) + ": gate `" + gate.id +
-                         "`: needs_instructions takes a list of SASS opcodes in capitals (\"DMMA\")");
+    const auto opcode = [](const std::string& v) {  // capitals and digits: "DMMA", not "DMMA.884" or "dmma"
+      return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
       });
-      if (gate.kind != "correctness")
-        fail(source, where(node) + ": gate `" + gate.id + "`: needs_instructions is for correctness gates");
-    }
+    };
+    for (const char* key : {"needs_instructions", "forbid_instructions"})
+      if (const toml::node* n = g->get(key)) {
+        (std::string(key) == "needs_instructions" ? gate.needs_instructions : gate.forbid_instructions) =
+            string_list(*n, opcode, [&] {
+              fail(source, where(node) + ": gate `" + gate.id + "`: " + key +
+                               " takes a list of SASS opcodes in capitals (\"DMMA\")");
+            });
+        if (gate.kind != "correctness")
+          fail(source, where(node) + ": gate `" + gate.id + "`: " + key + " is for correctness gates");
+      }
     if (const toml::node* n = g->get("instruction_archs")) {
       const auto arch = [](const std::string& v) {  // "sm_" and digits
         return v.size() > 3 && v.rfind("sm_", 0) == 0 &&

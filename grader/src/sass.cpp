@@ -156,12 +156,39 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
              "earlier step's) is not it";
     if (h == Holds::yes) verdict = "";
   }
+  if (!g.forbid_instructions.empty()) {
+    // Any kernel of the list that holds one fails the gate, in the code for any architecture and whichever of a
+    // name's bodies holds it (all of them are the lab's code of the student's); one that cannot be read is unjudged.
+    const std::vector<std::string> kernels = listed("step_kernels");
+    bool all_read = !kernels.empty();
+    for (const std::string& kernel : kernels) {
+      const auto it = code.find(kernel);
+      if (it == code.end()) {
+        all_read = false;
+        continue;
+      }
+      for (const auto& [arch, k] : it->second) {
+        for (const std::string& op : g.forbid_instructions)
+          if (k.opcodes.count(op))
+            return "a kernel of yours that the gate's calls ran holds " + op + " in its machine code for " + arch +
+                   " (cuobjdump --dump-sass): " + demangle(kernel) +
+                   ". The values are within the tolerance, but this step is about " +
+                   "the plain arithmetic units, and " + join_set(g.forbid_instructions, " or ") +
+                   " (tensor-core instructions) are not allowed in it";
+        all_read = all_read && !k.opcodes.count("CALL");
+      }
+    }
+    if (all_read && !verdict) verdict = "";
+  }
   return verdict;
 }
 
 bool needs_machine_code(const LabResult& lab) {
   return std::any_of(lab.gates.begin(), lab.gates.end(),
-                     [](const GateResult& g) { return g.needs_shared_memory || !g.needs_instructions.empty(); });
+                     [](const GateResult& g) {
+                       return g.needs_shared_memory || !g.needs_instructions.empty() ||
+                              !g.forbid_instructions.empty();
+                     });
 }
 
 SassDump dump_sass(const fs::path& exe, const SassRunner& run) {
@@ -221,7 +248,7 @@ InstructionFindings find_instructions(const std::vector<GateResult>& gates_in, c
   std::vector<const GateResult*> gates;
   for (const auto& g : gates_in) {
     if (g.hidden != hidden || g.status != Status::passed) continue;
-    if (!g.needs_shared_memory && g.needs_instructions.empty()) continue;
+    if (!g.needs_shared_memory && g.needs_instructions.empty() && g.forbid_instructions.empty()) continue;
     gates.push_back(&g);
     for (const char* list : {"shared_memory_kernels", "step_kernels"})
       if (auto it = g.names.find(list); it != g.names.end() && !it->second.empty()) listed = true;

@@ -217,6 +217,7 @@ LabResult make_lab_result(const labkit::Rubric& rubric, const std::string& lab_n
     g.needs_shared_memory = rg->needs_shared_memory;
     g.needs_instructions = rg->needs_instructions;
     g.instruction_archs = rg->instruction_archs;
+    g.forbid_instructions = rg->forbid_instructions;
     g.status = Status::missing;
     lab.gates.push_back(std::move(g));
   }

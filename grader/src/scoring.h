@@ -64,6 +64,7 @@ struct GateResult {
   bool needs_shared_memory = false;
   std::vector<std::string> needs_instructions;
   std::vector<std::string> instruction_archs;
+  std::vector<std::string> forbid_instructions;
   std::string sanitizer;  // compute-sanitizer findings attributed to this gate (--sanitize)
 };
 

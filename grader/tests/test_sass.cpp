@@ -167,6 +167,37 @@ TEST_CASE("needs_instructions in the rubric: correctness gates, a list of opcode
                     ContainsSubstring("needs_instructions is for correctness gates"));
 }
 
+TEST_CASE("forbid_instructions: a kernel the gate ran that holds one fails it; unread kernels leave it unjudged",
+          "[sass][rubric]") {
+  const std::string base =
+      "lab = \"42\"\ntitle = \"t\"\n[[gate]]\nid = \"step5.correct\"\ntitle = \"c\"\npoints = 1\n";
+  const auto r = labkit::parse_rubric(base + "forbid_instructions = [\"HMMA\", \"IMMA\"]\n", "r.toml");
+  CHECK(r.find("step5.correct")->forbid_instructions == std::vector<std::string>{"HMMA", "IMMA"});
+  CHECK_THROWS_WITH(labkit::parse_rubric(base + "forbid_instructions = [\"hmma\"]\n", "r.toml"),
+                    ContainsSubstring("forbid_instructions takes"));
+  CHECK_THROWS_WITH(labkit::parse_rubric(base + "kind = \"cpu\"\nforbid_instructions = [\"HMMA\"]\n", "r.toml"),
+                    ContainsSubstring("forbid_instructions is for correctness gates"));
+
+  std::string text = kDump;
+  text += "\t\tFunction : _ZN5lab0112_GLOBAL__N_110tf32_splitEv\n"
+          "        /*0000*/                   HMMA.1684.F32.TF32 R8, R2, R4, R8 ;  /* 0x000000040208723c */\n"
+          "        /*0010*/                   EXIT ;                                /* 0x000000000000794d */\n";
+  const SassOpcodes code = parse_sass(text);
+  GateResult g = gate(false, {}, {}, {kNaive, "_ZN5lab0112_GLOBAL__N_110tf32_splitEv"});
+  g.forbid_instructions = {"HMMA", "IMMA"};
+  const auto failed = judge_instructions(g, code);
+  REQUIRE(failed);
+  CHECK_THAT(*failed, ContainsSubstring("holds HMMA"));
+  CHECK_THAT(*failed, ContainsSubstring("tf32_split"));
+  g.names["step_kernels"] = {kNaive, kTiled};  // neither holds one: judged and passed
+  CHECK(judge_instructions(g, code) == std::optional<std::string>(""));
+  g.names["step_kernels"] = {kNaive, "_Z7unknownv"};  // one not in the binary: not judged
+  CHECK_FALSE(judge_instructions(g, code));
+  LabResult lab;
+  lab.gates.push_back(g);
+  CHECK(needs_machine_code(lab));
+}
+
 namespace {
 // A stand-in cuobjdump first on PATH for the scope: it prints `dump` when asked for the whole binary's SASS (with
 // `fails`, an error and exit status 1), and refuses anything else, such as --function: the check reads the whole

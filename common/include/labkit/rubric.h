@@ -39,6 +39,9 @@
 //                                 # calls ran has one of these SASS opcodes in its machine code (cuobjdump)
 //   instruction_archs = ["sm_90"] # optional: judge needs_instructions only in the code for these architectures
 //                                 # (where the instruction exists; elsewhere the gate is left as it is)
+//   forbid_instructions = ["HMMA"] # correctness gates of a step whose idea excludes an instruction (lab 01's fp32
+//                                 # SIMT kernels: no tensor cores): the grader fails the gate when a kernel of the
+//                                 # student's own that its recorded calls ran holds one of these SASS opcodes
 //   gpus = 2                      # optional (default 1, at most the lab's `gpus`): the GPUs this gate needs. Where
 //                                 # the lab sees fewer (one or more), the grader reports it `skipped` without
 //                                 # running it: a speed process whose every gate needs more GPUs is not started,
@@ -65,6 +68,7 @@ struct RubricGate {
   bool needs_shared_memory = false;          // some own kernel of the step's recorded calls must use shared memory
   std::vector<std::string> needs_instructions;  // SASS opcodes, one of which some such kernel's code must hold
   std::vector<std::string> instruction_archs;   // where needs_instructions is judged ("sm_80"; empty: everywhere)
+  std::vector<std::string> forbid_instructions;  // SASS opcodes that no such kernel's code may hold (any architecture)
   int gpus = 1;                              // the GPUs the gate needs (at most the lab's)
   bool hidden = false;
   std::string hint;
