@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -452,7 +453,9 @@ void check_huge(Step step) {
   labkit::GuardedBuffer<float> dA(M * K, "A"), dB(K * N, "B");
   dA.upload(hA);
   dB.upload(hB);
-  labkit::HugeDeviceArray dC(n * sizeof(float), std::size_t(1) << 21);
+  // One mapping per process (never freed, as the operand cases'): C's chunk and tail are filled again for each step.
+  static labkit::HugeDeviceArray* const huge_c = new labkit::HugeDeviceArray(n * sizeof(float), std::size_t(1) << 21);
+  labkit::HugeDeviceArray& dC = *huge_c;
   const std::size_t chunk = dC.chunk_bytes() / sizeof(float), first = dC.tail_offset() / sizeof(float);
   const std::size_t tail = dC.tail_bytes() / sizeof(float);
   dC.fill_chunk(std::vector<float>(chunk, 0.f));
@@ -517,9 +520,68 @@ void check_huge(Step step) {
 // above (C past 2^32 with K = 4) never reaches. A step whose C index is size_t and whose tile offsets are int passes
 // every other shape. The large operand is a labkit::HugeDeviceArray filled with random floats (chunk and tail), so
 // the host knows each of its elements; C is checked on rows (A) or columns (B) where the offsets cross 2^31 and 2^32
-// and at the ends: 96 elements, a few million multiply-adds on the host. K and N multiples of 4: the 16-byte paths
-// run. About 1.7e10 multiply-adds on the GPU per case.
+// and at the ends: 128 elements. K and N multiples of 4: the 16-byte paths run. About 1.7e10 multiply-adds on the
+// GPU per case.
 enum class HugeOperand { A, B };
+
+// What every step's case shares, made once per gate process (the seeds do not name the gate, so every step gets the
+// same inputs): mapping the 17 GB range (1024 chunks), drawing its contents and the host's products cost more than
+// the steps' kernels (on one H200 beside the other labs, about 0.3 s a case when each step made its own). A step
+// that writes into the operand (a const pointer) fails its gate, and the next step's case is made afresh.
+struct HugeOperandCase {
+  Shape shape;
+  std::unique_ptr<labkit::HugeDeviceArray> huge;
+  labkit::KnownHugeFloats known;
+  std::vector<float> small, c0;                   // the other operand and C's first contents
+  std::vector<std::pair<std::size_t, std::size_t>> at;  // the elements (i, c) of C checked
+  std::vector<double> expected, scale;
+};
+
+HugeOperandCase* make_huge_operand_case(HugeOperand big) {
+  const bool in_a = big == HugeOperand::A;
+  auto hc = std::make_unique<HugeOperandCase>();
+  hc->shape = in_a ? Shape{131073, 4, 32772} : Shape{4, 131076, 32772};
+  const std::size_t M = std::size_t(hc->shape.M), N = std::size_t(hc->shape.N), K = std::size_t(hc->shape.K);
+  hc->huge = std::make_unique<labkit::HugeDeviceArray>((in_a ? M * K : K * N) * sizeof(float), std::size_t(1) << 21);
+  hc->known = labkit::fill_random(*hc->huge, labkit::gate::seed(in_a ? "huge-A A" : "huge-B B"));
+  hc->small = labkit::random_floats(in_a ? K * N : M * K, labkit::gate::seed(in_a ? "huge-A B" : "huge-B A"));
+  hc->c0 = labkit::random_floats(M * N, labkit::gate::seed(in_a ? "huge-A C" : "huge-B C"));
+  // The rows of A where row * K passes 2^31 and 2^32, and the ends; for B every column of C reads all of B's rows
+  // (k * N passes 2^31 at k = 16383), so the columns are the ends and a few in between.
+  const std::size_t count = in_a ? M : N, width = in_a ? K : N;
+  std::vector<std::size_t> lines;
+  for (const std::size_t around : {std::size_t(0), (std::size_t(1) << 31) / width, (std::size_t(1) << 32) / width,
+                                   count - 8})
+    for (std::size_t d = 0; d < 8; ++d)
+      if (around + d < count && (lines.empty() || lines.back() < around + d)) lines.push_back(around + d);
+  auto a = [&](std::size_t i, std::size_t p) { return in_a ? hc->known.at(i * K + p) : hc->small[i * K + p]; };
+  auto b = [&](std::size_t p, std::size_t c) { return in_a ? hc->small[p * N + c] : hc->known.at(p * N + c); };
+  for (const std::size_t line : lines)
+    for (std::size_t other = 0; other < (in_a ? N : M); ++other) {
+      const std::size_t i = in_a ? line : other, c = in_a ? other : line;
+      double e = hc->c0[i * N + c], sc = std::fabs(hc->c0[i * N + c]);
+      for (std::size_t p = 0; p < K; ++p) {
+        const double t = double(a(i, p)) * b(p, c);
+        e += t;
+        sc += std::fabs(t);
+      }
+      hc->at.emplace_back(i, c);
+      hc->expected.push_back(e);
+      hc->scale.push_back(sc);
+    }
+  return hc.release();
+}
+
+// "" when the operand's chunk and tail still hold what was drawn, else what changed.
+std::string huge_operand_changed(const HugeOperandCase& hc) {
+  std::vector<float> chunk(hc.known.chunk.size());
+  LABKIT_CUDA(cudaMemcpy(chunk.data(), hc.huge->data(), chunk.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  if (std::memcmp(chunk.data(), hc.known.chunk.data(), chunk.size() * sizeof(float)) != 0)
+    return "its first 16 MiB";
+  const auto tail = hc.huge->read_tail<float>();
+  if (std::memcmp(tail.data(), hc.known.tail.data(), tail.size() * sizeof(float)) != 0) return "its last elements";
+  return "";
+}
 
 void check_huge_operand(Step step, HugeOperand big) {
   const bool in_a = big == HugeOperand::A;
@@ -527,17 +589,16 @@ void check_huge_operand(Step step, HugeOperand big) {
   const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(shape) + (in_a ? " (A" : " (B") +
                           " past 2^32 elements)";
   if (labkit::gate::huge_case_left_out(ctx)) return;
-  const std::size_t M = std::size_t(shape.M), N = std::size_t(shape.N), K = std::size_t(shape.K);
-  labkit::HugeDeviceArray huge((in_a ? M * K : K * N) * sizeof(float), std::size_t(1) << 21);
-  const labkit::KnownHugeFloats known = labkit::fill_random(huge, labkit::gate::seed(in_a ? "huge-A A" : "huge-B B"));
-  const std::size_t small_n = in_a ? K * N : M * K;
-  const auto h_small = labkit::random_floats(small_n, labkit::gate::seed(in_a ? "huge-A B" : "huge-B A"));
-  const auto c0 = labkit::random_floats(M * N, labkit::gate::seed(in_a ? "huge-A C" : "huge-B C"));
-  labkit::GuardedBuffer<float> d_small(small_n, in_a ? "B" : "A"), dC(M * N, "C");
-  d_small.upload(h_small);
-  dC.upload(c0);
-  const float* dA = in_a ? static_cast<const float*>(huge.data()) : d_small.data();
-  const float* dB = in_a ? d_small.data() : static_cast<const float*>(huge.data());
+  // Never freed: a static's destructor would unmap after the CUDA runtime may have gone; the process's end frees it.
+  static HugeOperandCase* cases[2] = {nullptr, nullptr};
+  HugeOperandCase*& hc = cases[in_a ? 0 : 1];
+  if (!hc) hc = make_huge_operand_case(big);
+  const std::size_t M = std::size_t(shape.M), N = std::size_t(shape.N);
+  labkit::GuardedBuffer<float> d_small(hc->small.size(), in_a ? "B" : "A"), dC(M * N, "C");
+  d_small.upload(hc->small);
+  dC.upload(hc->c0);
+  const float* dA = in_a ? static_cast<const float*>(hc->huge->data()) : d_small.data();
+  const float* dB = in_a ? d_small.data() : static_cast<const float*>(hc->huge->data());
   try {
     labkit::gate::own_kernels(kStepName[int(step)], [&] { run(step, shape.M, shape.N, shape.K, dA, dB, dC.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());
@@ -547,40 +608,30 @@ void check_huge_operand(Step step, HugeOperand big) {
                 "size_t\n  "
              << labkit::gate::reproduce_hint());
   }
+  if (const std::string changed = huge_operand_changed(*hc); !changed.empty()) {
+    delete hc;  // the next step's case draws it again
+    hc = nullptr;
+    FAIL(ctx << ": " << (in_a ? "A" : "B") << " changed (" << changed << "): the step must not write its inputs\n  "
+             << labkit::gate::reproduce_hint());
+  }
   for (const auto* buf : {&d_small, &dC}) {
     const auto g = buf->check_guards();
     if (!g.ok) FAIL(ctx << ": " << g.message << "\n  " << labkit::gate::reproduce_hint());
   }
   const auto got = dC.download();
-  auto a = [&](std::size_t i, std::size_t p) { return in_a ? known.at(i * K + p) : h_small[i * K + p]; };
-  auto b = [&](std::size_t p, std::size_t c) { return in_a ? h_small[p * N + c] : known.at(p * N + c); };
-  // The rows of A (or rows of B: every column of C reads all of them) where offsets pass 2^31 and 2^32, and the ends.
-  std::vector<std::size_t> lines;
-  const std::size_t count = in_a ? M : N, width = in_a ? K : N;
-  for (const std::size_t around : {std::size_t(0), (std::size_t(1) << 31) / width, (std::size_t(1) << 32) / width,
-                                   count - 8})
-    for (std::size_t d = 0; d < 8; ++d)
-      if (around + d < count && (lines.empty() || lines.back() < around + d)) lines.push_back(around + d);
-  for (const std::size_t line : lines)
-    for (std::size_t other = 0; other < (in_a ? N : M); ++other) {
-      const std::size_t i = in_a ? line : other, c = in_a ? other : line;
-      double expected = c0[i * N + c], scale = std::fabs(c0[i * N + c]);
-      for (std::size_t p = 0; p < K; ++p) {
-        const double t = double(a(i, p)) * b(p, c);
-        expected += t;
-        scale += std::fabs(t);
-      }
-      const float v = got[i * N + c];
-      if (!(std::fabs(double(v) - expected) <= tolerance(shape.K) * scale))
-        FAIL(ctx << ": C(" << i << ", " << c << ") = " << v << ", expected " << expected
-                 << (v == c0[i * N + c] ? " (never written)" : "") << "; "
-                 << (in_a ? "row " + std::to_string(i) + " of A starts at element " + std::to_string(i * K)
-                          : "B's rows run to element " + std::to_string(K * N))
-                 << ". An offset such as " << (in_a ? "row * K + k into A" : "k * N + col into B")
-                 << " computed in int wraps past 2^31 elements (in unsigned past 2^32), while C's index, in size_t, "
-                    "is right: compute the tiles' offsets in size_t too, e.g. std::size_t(row) * K + k\n  "
-                 << labkit::gate::reproduce_hint());
-    }
+  for (std::size_t k = 0; k < hc->at.size(); ++k) {
+    const auto [i, c] = hc->at[k];
+    const float v = got[i * N + c];
+    if (!(std::fabs(double(v) - hc->expected[k]) <= tolerance(shape.K) * hc->scale[k]))
+      FAIL(ctx << ": C(" << i << ", " << c << ") = " << v << ", expected " << hc->expected[k]
+               << (v == hc->c0[i * N + c] ? " (never written)" : "") << "; "
+               << (in_a ? "row " + std::to_string(i) + " of A starts at element " + std::to_string(i * shape.K)
+                        : "B's rows run to element " + std::to_string(std::size_t(shape.K) * N))
+               << ". An offset such as " << (in_a ? "row * K + k into A" : "k * N + col into B")
+               << " computed in int wraps past 2^31 elements (in unsigned past 2^32), while C's index, in size_t, "
+                  "is right: compute the tiles' offsets in size_t too, e.g. std::size_t(row) * K + k\n  "
+               << labkit::gate::reproduce_hint());
+  }
   labkit::gate::require(labkit::Verdict{}, ctx);
 }
 
