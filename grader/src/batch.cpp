@@ -317,7 +317,12 @@ SassRunner detail::sandboxed_sass_runner(ProcessSpec ps, fs::path output) {
   ps.limits.file_size = kSassDumpLimit + 1;  // the most of the dump that is read: a longer one is "over 64 MiB"
   return [ps](const std::vector<std::string>& argv, double timeout_s) mutable {
     ps.argv = argv;
-    const Completed c = run_limited(ps, timeout_s);
+    Completed c;
+    try {
+      c = run_limited(ps, timeout_s);
+    } catch (const std::exception& e) {  // no process (fork failed, no output file): a note, not the student's end
+      return CommandResult{-1, std::string("cuobjdump could not be started: ") + e.what(), false};
+    }
     CommandResult r;
     r.timed_out = c.timed_out;
     r.exit_code = c.exit.exited && !c.timed_out ? c.exit.code : -1;

@@ -27,6 +27,15 @@ std::string list_names(const std::vector<std::string>& names) {
   return out;
 }
 
+// The first namespace of a mangled name with its length prefix ("5lab01" of "_ZN5lab0112_GLOBAL__N_1..."), or "".
+std::string first_namespace(const std::string& mangled) {
+  if (mangled.rfind("_ZN", 0) != 0) return "";
+  std::size_t k = 3, len = 0;
+  while (k < mangled.size() && std::isdigit(static_cast<unsigned char>(mangled[k]))) len = len * 10 + (mangled[k++] - '0');
+  if (len == 0 || k + len > mangled.size()) return "";
+  return mangled.substr(3, k - 3 + len);
+}
+
 std::string join_set(const std::vector<std::string>& v, const char* last) {
   std::string out;
   for (std::size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? last : ", ") + v[i];
@@ -158,8 +167,12 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
   }
   if (!g.forbid_instructions.empty()) {
     // Any kernel of the list that holds one fails the gate, in the code for any architecture and whichever of a
-    // name's bodies holds it (all of them are the lab's code of the student's); one that cannot be read is unjudged.
+    // name's bodies holds it (all of them are the lab's code of the student's). A kernel that calls functions (a
+    // __noinline__ helper could hold the instruction) brings in every function of the dump whose name holds the
+    // kernel's first namespace ("5lab01": the student's functions and library templates instantiated with its
+    // types). A kernel absent from the dump, or a name outside a namespace, leaves the gate unjudged.
     const std::vector<std::string> kernels = listed("step_kernels");
+    std::vector<std::string> read = kernels;
     bool all_read = !kernels.empty();
     for (const std::string& kernel : kernels) {
       const auto it = code.find(kernel);
@@ -167,16 +180,31 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
         all_read = false;
         continue;
       }
-      for (const auto& [arch, k] : it->second) {
+      const bool calls = std::any_of(it->second.begin(), it->second.end(),
+                                     [](const auto& a) { return a.second.opcodes.count("CALL") > 0; });
+      if (!calls) continue;
+      const std::string ns = first_namespace(kernel);
+      if (ns.empty()) {
+        all_read = false;
+        continue;
+      }
+      for (const auto& [name, archs] : code)
+        if (name.find(ns) != std::string::npos && std::find(read.begin(), read.end(), name) == read.end())
+          read.push_back(name);
+    }
+    for (const std::string& function : read) {
+      const auto it = code.find(function);
+      if (it == code.end()) continue;
+      for (const auto& [arch, k] : it->second)
         for (const std::string& op : g.forbid_instructions)
           if (k.opcodes.count(op))
-            return "a kernel of yours that the gate's calls ran holds " + op + " in its machine code for " + arch +
-                   " (cuobjdump --dump-sass): " + demangle(kernel) +
-                   ". The values are within the tolerance, but this step is about " +
-                   "the plain arithmetic units, and " + join_set(g.forbid_instructions, " or ") +
+            return std::string(std::find(kernels.begin(), kernels.end(), function) != kernels.end()
+                                   ? "a kernel of yours that the gate's calls ran"
+                                   : "a function of yours that a kernel of the gate's calls may call") +
+                   " holds " + op + " in its machine code for " + arch + " (cuobjdump --dump-sass): " +
+                   demangle(function) + ". The values are within the tolerance, but this step is about the plain " +
+                   "arithmetic units, and " + join_set(g.forbid_instructions, " or ") +
                    " (tensor-core instructions) are not allowed in it";
-        all_read = all_read && !k.opcodes.count("CALL");
-      }
     }
     if (all_read && !verdict) verdict = "";
   }

@@ -196,6 +196,25 @@ TEST_CASE("forbid_instructions: a kernel the gate ran that holds one fails it; u
   LabResult lab;
   lab.gates.push_back(g);
   CHECK(needs_machine_code(lab));
+  // A kernel that calls a function: the functions of its namespace are read too (a __noinline__ helper with the mma).
+  std::string calls = kDump;
+  calls += "\t\tFunction : _ZN5lab0112_GLOBAL__N_16caller_kernelEv\n"
+           "        /*0000*/                   CALL.REL.NOINC 0x40 ;                  /* 0x0000004000007944 */\n"
+           "        /*0010*/                   EXIT ;                                 /* 0x000000000000794d */\n"
+           "\t\tFunction : _ZN5lab0112_GLOBAL__N_16helperEv\n"
+           "        /*0000*/                   HMMA.16816.F32 R8, R2, R4, R8 ;        /* 0x000000040208723c */\n"
+           "        /*0010*/                   RET.REL.NODEC R20 0x0 ;                /* 0x0000000014007950 */\n";
+  const SassOpcodes with_call = parse_sass(calls);
+  g.names["step_kernels"] = {"_ZN5lab0112_GLOBAL__N_16caller_kernelEv"};
+  const auto called = judge_instructions(g, with_call);
+  REQUIRE(called);
+  CHECK_THAT(*called, ContainsSubstring("a function of yours that a kernel of the gate's calls may call"));
+  CHECK_THAT(*called, ContainsSubstring("helper"));
+  // The same call where no function of the namespace holds one: judged and passed (lab 06's DMMA kernel is another
+  // namespace).
+  std::string clean = calls;
+  clean.replace(clean.find("HMMA.16816.F32"), 14, "FFMA          ");
+  CHECK(judge_instructions(g, parse_sass(clean)) == std::optional<std::string>(""));
 }
 
 namespace {

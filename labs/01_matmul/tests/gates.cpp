@@ -603,7 +603,13 @@ void check_huge_operand(Step step, HugeOperand big) {
     labkit::gate::own_kernels(kStepName[int(step)], [&] { run(step, shape.M, shape.N, shape.K, dA, dB, dC.data()); });
     LABKIT_CUDA(cudaDeviceSynchronize());
   } catch (const std::exception& e) {
-    FAIL(ctx << ": " << e.what() << "\n  an offset into " << (in_a ? "A such as row * K + k" : "B such as k * N + col")
+    const std::string what = e.what();
+    if (what.find("configuration") != std::string::npos)  // a grid past its y or z limit (N = 131076 columns)
+      FAIL(ctx << ": " << what << "\n  a grid's y and z sizes are at most 65535 blocks: with " << shape.M
+                                  << " rows and " << shape.N << " columns, put the larger dimension on gridDim.x or "
+                                     "cover several tiles per block\n  "
+               << labkit::gate::reproduce_hint());
+    FAIL(ctx << ": " << what << "\n  an offset into " << (in_a ? "A such as row * K + k" : "B such as k * N + col")
              << " computed in int turns negative past 2^31 elements and the load leaves the array: compute it in "
                 "size_t\n  "
              << labkit::gate::reproduce_hint());

@@ -216,7 +216,8 @@ OverlapTimes time_overlap(const lab09::Grid& g, lab09::Engine& e, lab09::Engine&
     if (g.member() && e.gpu && t.problem.empty()) {
       cublasMath_t mode = CUBLAS_DEFAULT_MATH;
       LABKIT_CUBLAS(cublasGetMathMode(e.blas, &mode));
-      if (mode != CUBLAS_DEFAULT_MATH && mode != CUBLAS_PEDANTIC_MATH)
+      const int math = int(mode) & ~int(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);  // a flag, fp32 still
+      if (math != CUBLAS_DEFAULT_MATH && math != CUBLAS_PEDANTIC_MATH)
         t.problem = "repetition " + std::to_string(rep) + ": " + where(g) + " the step left the engine's cuBLAS " +
                     "handle in math mode " + std::to_string(int(mode)) + " (tensor-core or reduced-precision " +
                     "math); the products must be fp32 (CUBLAS_DEFAULT_MATH)";
