@@ -119,6 +119,12 @@ const SymbolRule kSymbolRules[] = {
     {SymbolRule::forbid_use, "cublasLoggerConfigure", "logging of every cuBLAS call, the baselines' too"},
     {SymbolRule::forbid_use, "cublasLtLogger*", "cuBLASLt's logging of every call, the baselines' too"},
     {SymbolRule::forbid_use, "cusparseLogger*", "cuSPARSE's logging of every call, the baselines' too"},
+    // cuBLASLt's process-wide settings: every GEMM's kernel choice goes through its heuristics, the baselines' too
+    // (a cache of capacity 0 makes each cuBLAS call choose again on the host, inside the baseline's timing).
+    {SymbolRule::forbid_use, "cublasLtHeuristicsCacheSetCapacity", "a process-wide cuBLASLt setting the baselines' "
+                                                                   "GEMMs run with"},
+    {SymbolRule::forbid_use, "cublasLtDisableCpuInstructionsSetMask", "a process-wide cuBLASLt setting the "
+                                                                      "baselines' GEMMs run with"},
     {SymbolRule::forbid_use, "cudaLogs*", "code the CUDA runtime runs on its log messages"},
     {SymbolRule::forbid_use, "cuLogs*", "code the CUDA driver runs on its log messages"},
     // The CPU time and placement the gates' own thread gets: a step that lowers its priority or pins it to a busy
