@@ -320,9 +320,10 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     const double per_round = total / static_cast<double>(tb.size());
     const double wanted = per_round > 0 ? std::ceil(2 * opt.budget_ms / per_round) : double(opt.max_repeats);
     counted_rounds = static_cast<int>(std::clamp(wanted, double(opt.min_repeats), double(opt.max_repeats)));
-    // The late verified round (TimedCase::late_draw), among the rounds still to come but the last (its call is
-    // verified anyway).
-    const int more = *counted_rounds - opt.min_repeats - 1;
+    // The late verified round (TimedCase::late_draw), among the rounds still to come but the last, whose call is
+    // verified anyway; where the recorder takes two calls, the last call is the extra recorded one after the counted
+    // rounds, so the last counted round is among the draws.
+    const int more = *counted_rounds - opt.min_repeats - (two_calls ? 0 : 1);
     if (tc.late_draw && more > 0) late_round = round + 1 + static_cast<int>(tc.late_draw % std::uint64_t(more));
   }
   // A stalled median (stalled_median): more rounds until neither side's is, the candidate's with its escaped work

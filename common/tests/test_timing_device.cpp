@@ -230,6 +230,27 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
     CHECK_FALSE(c.checked[0].right);
     CHECK(c.checked[1].right);  // the last call, recorded
   }
+  SECTION("two_calls: the last counted round is among the late verified round's draws") {
+    // With the recorder's two calls the last call is the extra recorded one, so the last counted round is a round
+    // like the others: a step honest everywhere but there was never checked. Rounds 0, 1 (recorded), 2, 3 make the
+    // first three counted; six are counted in all (rounds 4-6), and late_draw 2 picks the third of them, round 6.
+    c.tc.recorded = labkit::RecordedCalls::two_calls;
+    c.tc.recorded_round = 1;
+    c.tc.late_draw = 2;
+    labkit::TimingOptions opt;
+    opt.warmup = 1;
+    opt.min_repeats = 3;
+    opt.max_repeats = 6;
+    opt.budget_ms = 1e6;
+    int candidate_calls = 0;  // 0 the warm-up, 1-7 rounds 0-6, then the extra recorded call
+    labkit::compare_speed(
+        baseline, [&](int) { if (candidate_calls++ != 7) c.copy(); }, c.tc, opt);
+    REQUIRE(c.checked.size() >= 3);
+    CHECK(c.checked[0].right);  // round 2, the picked one
+    INFO(c.checked[1].call);
+    CHECK_FALSE(c.checked[1].right);  // round 6, the last counted
+    CHECK(c.checked.back().right);    // the extra recorded call
+  }
   SECTION("the recorder stops when a check fails") {
     events.clear();
     c.tc.recorded = labkit::RecordedCalls::every_call;
