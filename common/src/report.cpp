@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,26 @@ Channel& channel() {
 }
 }  // namespace
 
+namespace {
+// The key take_key_early found: plain data, zero-initialised before any constructor runs.
+struct EarlyKey {
+  int fd;
+  bool taken;
+  unsigned char bytes[sizeof(auth::Key)];
+};
+EarlyKey g_early_key;
+}  // namespace
+
+void detail::take_key_early(int fd) noexcept {
+  if (g_early_key.taken || fd < 0) return;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+  if (recv(fd, g_early_key.bytes, sizeof g_early_key.bytes, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof g_early_key.bytes)) {
+    g_early_key.fd = fd;
+    g_early_key.taken = true;
+  }
+}
+
 void detail::open(const std::string& path) {
   auto& c = channel();
   std::lock_guard<std::mutex> lock(c.mu);
@@ -43,11 +64,15 @@ void detail::open(const std::string& path) {
   if (path.rfind("/dev/fd/", 0) == 0 && path.size() > 8 &&
       path.find_first_not_of("0123456789", 8) == std::string::npos) {
     const int fd = std::stoi(path.substr(8));
-    // The grader put the key of this run into the socket before starting the process: it is there already, so
-    // the read does not wait. Fewer bytes (start-up code took them, or a socket of someone else's) leave the lines
-    // unsigned, and the grader then takes none of them.
+    // The grader put the key of this run into the socket before starting the process: the gate binary's first
+    // constructor took it (take_key_early), or it is there still, so the read does not wait. Fewer bytes (a socket
+    // of someone else's) leave the lines unsigned, and the grader then takes none of them.
     struct stat st {};
-    if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+    if (g_early_key.taken && g_early_key.fd == fd) {  // the gate binary's first constructor took it
+      auth::Key k{};
+      std::memcpy(k.data(), g_early_key.bytes, k.size());
+      c.key = k;
+    } else if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
       auth::Key k{};
       if (recv(fd, k.data(), k.size(), MSG_DONTWAIT) == static_cast<ssize_t>(k.size())) c.key = k;
     }
