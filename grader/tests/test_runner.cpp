@@ -813,6 +813,13 @@ TEST_CASE("sanitizer logs: errors counted, racecheck warnings and the exit-code 
                               "========= RACECHECK SUMMARY: 5 hazards displayed (3 errors, 2 warnings)\n") == 3);
   CHECK(sanitizer_error_count("========= Misaligned Shared or Local Address\n========= ERROR SUMMARY: 1 error\n") ==
         1);
+  // The log holds the student's output too: a summary line with a million digits (std::regex's recursion overflowed
+  // the grader's stack on it, then std::stoi threw) is read, saturated, and no line of digits alone counts.
+  CHECK(sanitizer_error_count("========= ERROR SUMMARY: " + std::string(1000000, '9') + " errors\n") == 1000000);
+  CHECK(sanitizer_error_count("ERROR SUMMARY: " + std::string(100000, '7')) == 0);  // no " error" after it
+  CHECK(sanitizer_error_count("========= RACECHECK SUMMARY: 2 hazards displayed (" + std::string(40, '1') +
+                              " errors, 0 warnings)\n") == 1000000);
+  CHECK(sanitizer_error_count("ERROR SUMMARY: x errors\nRACECHECK SUMMARY: 1 hazards shown (2 errors)\n") == 0);
 }
 
 // A recipe's launcher (mpirun in lab 09) goes between the prefix and the gate binary; like mpirun, this one keeps the
