@@ -214,6 +214,10 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
       used += run_one_process(lab, spec, todo, speed, hidden, used, turns);
       if (speed) time_lost_again(lab, spec, todo, hidden, before, turns);
     }
+    // The notes of the hidden gates' checks carry kHiddenRunNote, as their runs' do (run_one_process): the memory
+    // and race checks' notes name gates and quote what a gate said under the sanitizer, which the student's own
+    // code can make the inputs of a hidden case.
+    const std::size_t checks_notes = lab.notes.size();
     // The machine code of the kernels these gates ran, for the steps about an instruction (sass.h), before the
     // checks below: a gate failed here is not checked again.
     if (machine_code) {
@@ -228,6 +232,9 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
     } else {  // the default: a memory error or race on the small shapes fails its gate
       check_with_sanitizers(lab, spec, hidden);
     }
+    if (hidden)
+      for (std::size_t i = checks_notes; i < lab.notes.size(); ++i)
+        if (!starts_with(lab.notes[i], kHiddenRunNote)) lab.notes[i] = kHiddenRunNote + lab.notes[i];
   }
   apply_rubric(lab);
 }

@@ -453,6 +453,15 @@ TEST_CASE("a lab's hidden gates start after every visible process has ended, the
   CHECK(visible == (sanitize ? 5u : 3u));  // the graded run and the checks
   CHECK(hidden == 3);
   CHECK(last_visible_end < first_hidden_start);
+  // The hidden pass's check notes are marked as the hidden runs' are, so the student's outputs leave them out (they
+  // name gates and quote what a gate said under the sanitizer).
+  int hidden_notes = 0;
+  for (const auto& n : f.lab.notes)
+    if (n.find("hidden gate") != std::string::npos) {
+      ++hidden_notes;
+      CHECK(starts_with(n, kHiddenRunNote));
+    }
+  CHECK(hidden_notes > 0);
   if (sanitize) {  // one entry per tool over the visible and the hidden pass
     CHECK(f.lab.sanitizer.size() == 2);
   }
