@@ -132,6 +132,8 @@ void check_with_sanitizers(LabResult& lab, const GateRunSpec& spec, std::optiona
 // "(N errors, M warnings)") and the reports it printed (a process killed before its summary still counts those).
 // Racecheck warnings are not errors. Exposed for the tests.
 int sanitizer_error_count(const std::string& log);
+// A sanitizer run's log as the counts read it: whole up to 96 MiB, else its first and last 48 MiB.
+std::string read_sanitizer_log(const fs::path& log);
 
 // Escapes a gate id for use as a Catch2 test-spec argument (`,` `[` `*` ... are special there).
 std::string catch2_test_arg(const std::string& gate_id);

@@ -829,6 +829,16 @@ TEST_CASE("sanitizer logs: errors counted, racecheck warnings and the exit-code 
   CHECK(sanitizer_error_count("========= RACECHECK SUMMARY: 2 hazards displayed (" + std::string(40, '1') +
                               " errors, 0 warnings)\n") == 1000000);
   CHECK(sanitizer_error_count("ERROR SUMMARY: x errors\nRACECHECK SUMMARY: 1 hazards shown (2 errors)\n") == 0);
+  // A gate's output of 17 MiB before the tool's report and summary (16 MiB were read, and they were lost).
+  test::TempDir dir("sanlog");
+  const fs::path log = dir.path / "memcheck.log";
+  {
+    std::ofstream out(log);
+    const std::string line(1023, 'x');
+    for (int i = 0; i < 17 * 1024; ++i) out << line << "\n";
+    out << "========= Invalid __global__ write of size 4 bytes\n========= ERROR SUMMARY: 1 error\n";
+  }
+  CHECK(sanitizer_error_count(read_sanitizer_log(log)) == 1);
 }
 
 // A recipe's launcher (mpirun in lab 09) goes between the prefix and the gate binary; like mpirun, this one keeps the
