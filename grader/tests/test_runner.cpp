@@ -22,6 +22,7 @@
 #include "grade.h"
 #include "progress.h"
 #include "runner.h"
+#include "runner_internal.h"
 #include "sandbox.h"
 #include "test_support.h"
 #include "util.h"
@@ -867,4 +868,22 @@ echo '{"event":"run_end","passed":3,"failed":0,"skipped":0}' >> $ch
   run_gates(f.lab, f.spec);
   for (const char* g : {"a", "b", "c"}) CHECK(f.status(g) == Status::passed);
   CHECK(read_file(f.spec.log_dir / "run1.log").find("leaked") == std::string::npos);
+}
+
+TEST_CASE("lab notes: a flood of one kind keeps six, and never crowds out the grader's own or a request to read code",
+          "[runner]") {
+  LabResult lab;
+  for (int i = 0; i < 30; ++i) detail::add_note(lab, "result channel: a line out of protocol, number " + std::to_string(i));
+  for (int i = 0; i < 30; ++i)
+    detail::add_note(lab, std::string(kHiddenRunNote) + "result channel: in the hidden run " + std::to_string(i));
+  CHECK(lab.notes.size() == 6);  // the hidden run's mark does not make another kind
+  detail::add_note(lab, "machine code: 9 gate(s) checked");
+  detail::add_note(lab, "memcheck: 12 gate(s) checked in 3.0 s, no error");
+  for (int i = 0; i < 50; ++i) detail::add_note(lab, "kind " + std::to_string(i) + ": one of many kinds");
+  CHECK(lab.notes.size() == 40);
+  detail::add_note(lab, std::string(kObjectReviewNote) + "machine-code checks not done: cuobjdump failed");
+  detail::add_note(lab, std::string(kHiddenRunNote) + kObjectReviewNote + "student/step3.cu: bytes of a syscall");
+  REQUIRE(lab.notes.size() == 42);
+  CHECK(lab.notes[6] == "machine code: 9 gate(s) checked");
+  CHECK(starts_with(lab.notes[40], kObjectReviewNote));
 }
