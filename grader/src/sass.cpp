@@ -27,15 +27,6 @@ std::string list_names(const std::vector<std::string>& names) {
   return out;
 }
 
-// The first namespace of a mangled name with its length prefix ("5lab01" of "_ZN5lab0112_GLOBAL__N_1..."), or "".
-std::string first_namespace(const std::string& mangled) {
-  if (mangled.rfind("_ZN", 0) != 0) return "";
-  std::size_t k = 3, len = 0;
-  while (k < mangled.size() && std::isdigit(static_cast<unsigned char>(mangled[k]))) len = len * 10 + (mangled[k++] - '0');
-  if (len == 0 || k + len > mangled.size()) return "";
-  return mangled.substr(3, k - 3 + len);
-}
-
 std::string join_set(const std::vector<std::string>& v, const char* last) {
   std::string out;
   for (std::size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? last : ", ") + v[i];
@@ -168,30 +159,25 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
   if (!g.forbid_instructions.empty()) {
     // Any kernel of the list that holds one fails the gate, in the code for any architecture and whichever of a
     // name's bodies holds it (all of them are the lab's code of the student's). A kernel that calls functions (a
-    // __noinline__ helper could hold the instruction) brings in every function of the dump whose name holds the
-    // kernel's first namespace ("5lab01": the student's functions and library templates instantiated with its
-    // types). A kernel absent from the dump, or a name outside a namespace, leaves the gate unjudged.
+    // __noinline__ helper could hold the instruction) brings in every function of the dump: a device function has
+    // no host symbol, so the object check never saw its name, and it may sit in any namespace. (The labs that
+    // forbid an instruction have none of it in the gates' own code.) A kernel absent from the dump leaves the gate
+    // unjudged.
     const std::vector<std::string> kernels = listed("step_kernels");
     std::vector<std::string> read = kernels;
-    bool all_read = !kernels.empty();
+    bool all_read = !kernels.empty(), calls = false;
     for (const std::string& kernel : kernels) {
       const auto it = code.find(kernel);
       if (it == code.end()) {
         all_read = false;
         continue;
       }
-      const bool calls = std::any_of(it->second.begin(), it->second.end(),
-                                     [](const auto& a) { return a.second.opcodes.count("CALL") > 0; });
-      if (!calls) continue;
-      const std::string ns = first_namespace(kernel);
-      if (ns.empty()) {
-        all_read = false;
-        continue;
-      }
-      for (const auto& [name, archs] : code)
-        if (name.find(ns) != std::string::npos && std::find(read.begin(), read.end(), name) == read.end())
-          read.push_back(name);
+      calls = calls || std::any_of(it->second.begin(), it->second.end(),
+                                   [](const auto& a) { return a.second.opcodes.count("CALL") > 0; });
     }
+    if (calls)
+      for (const auto& [name, archs] : code)
+        if (std::find(read.begin(), read.end(), name) == read.end()) read.push_back(name);
     for (const std::string& function : read) {
       const auto it = code.find(function);
       if (it == code.end()) continue;
@@ -200,7 +186,8 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
           if (k.opcodes.count(op))
             return std::string(std::find(kernels.begin(), kernels.end(), function) != kernels.end()
                                    ? "a kernel of yours that the gate's calls ran"
-                                   : "a function of yours that a kernel of the gate's calls may call") +
+                                   : "a function of the gate binary that a kernel of yours the gate's calls ran "
+                                     "may call (it calls functions)") +
                    " holds " + op + " in its machine code for " + arch + " (cuobjdump --dump-sass): " +
                    demangle(function) + ". The values are within the tolerance, but this step is about the plain " +
                    "arithmetic units, and " + join_set(g.forbid_instructions, " or ") +
