@@ -118,6 +118,9 @@ SubmissionList detail::scan_submissions(const fs::path& dir) {
     }
     if (!valid) why[n] = "name is not valid UTF-8";
     else if (controls) why[n] = "name has control characters";
+    // The class outputs sit beside the students' result folders: a folder of that name would be in their way.
+    else if (std::find(std::begin(kReserved), std::end(kReserved), n) != std::end(kReserved))
+      why[n] = "name is one of the class outputs' (" + n + ")";
   }
   // The names left, as the gradebook writes them: two written alike would be one student to whoever reads it.
   std::map<std::string, std::vector<std::string>> written;
@@ -743,8 +746,6 @@ int Batch::run() {
       s->result.student = s->student;
       s->result.isolation = isolation_name(sandbox_);  // after preflight, which may have given up the uid
       try {
-        if (std::find(std::begin(kReserved), std::end(kReserved), s->student) != std::end(kReserved))
-          throw std::runtime_error("a submission folder may not be named " + s->student);
         std::error_code ec;
         fs::remove_all(s->scratch, ec);
         fs::remove_all(s->result_dir, ec);  // a half-graded attempt of a stopped batch

@@ -671,15 +671,18 @@ TEST_CASE("the submissions folder: odd names are refused with a line each, loose
   test::TempDir dir("names");
   const fs::path subs = dir.path / "submissions";
   for (const std::string n : {"alice", "bob\x01", "bob\x02", "jos\xE9", "zz", "zz\r", "=x", "'=x", "\x1b[2Jesc",
-                              "c1\xC2\x9B", "del\x7F", "tab\tname", ".dave"})
+                              "c1\xC2\x9B", "del\x7F", "tab\tname", ".dave", "junit.xml", "report.md"})
     fs::create_directories(subs / n);
   write_file_atomic(subs / "carol.zip", "PK");
   const detail::SubmissionList list = detail::scan_submissions(subs);
   CHECK(list.students == std::vector<std::string>{"alice", "zz"});  // zz's twin with a \r is refused, not zz
-  CHECK(list.refused == 10);
+  CHECK(list.refused == 12);
   const std::string lines = join(list.not_graded, "\n");
   INFO(lines);
-  CHECK(list.not_graded.size() == 12);
+  CHECK(list.not_graded.size() == 14);
+  // A folder named like a class output would stand where that output is written (no class file was written at all).
+  CHECK_THAT(lines, ContainsSubstring("submission 'junit.xml': name is one of the class outputs' (junit.xml)"));
+  CHECK_THAT(lines, ContainsSubstring("submission 'report.md': name is one of the class outputs'"));
   CHECK_THAT(lines, ContainsSubstring("submission 'bob\\x01': name has control characters, not graded: rename it"));
   CHECK_THAT(lines, ContainsSubstring("submission 'bob\\x02': name has control characters"));
   CHECK_THAT(lines, ContainsSubstring("submission 'jos\\xe9': name is not valid UTF-8, not graded: rename it"));
