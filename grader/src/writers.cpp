@@ -576,12 +576,32 @@ double recorded_review_cutoff(double counted_ms) {
   return counted_ms > 0 ? kReviewRecordedSlower + kReviewRecordedAllowanceMs / counted_ms : kReviewRecordedSlower;
 }
 
+// Passed gates that left a case out for want of device memory (the metric huge_case_left_out: lab 04's 2^30 + 1 keys
+// need 40 GB free, which a GPU shared with the lab's neighbours may lack now and then). A step that keeps device memory
+// can cause it, and the case is what catches an index kept in 32 bits: grade such a student again alone.
+void left_out_section(std::ostream& md, const std::vector<SubmissionResult>& results) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (const auto& r : results)
+    for (const auto& l : r.labs)
+      for (const auto& g : l.gates) {
+        const auto it = g.metrics.find("huge_case_left_out");
+        if (g.status == Status::passed && it != g.metrics.end() && it->second.value > 0)
+          rows.emplace_back(student_name(r), "lab" + l.lab + " " + g.id);
+      }
+  student_rows_section(md, "Cases left out for want of device memory",
+                       "These gates passed without their largest case (lab 04: 2^30 + 1 keys, which need 40 GB of free "
+                       "device memory), the one that catches an index kept in 32 bits. A step that keeps device "
+                       "memory can cause it: grade these students again alone (`labgrade batch` with their folders).",
+                       "gate", rows);
+}
+
 std::string speed_review(const std::vector<SubmissionResult>& results) {
   std::ostringstream md;
   shared_gpu_section(md, results);
   timed_again_section(md, results);
   unsteady_timing_section(md, results);
   object_review_section(md, results);
+  left_out_section(md, results);
   above_reference_section(md, results);
   recorded_slower_section(md, results);
   return md.str();

@@ -450,3 +450,14 @@ TEST_CASE("student text reaches the console without its escape sequences", "[wri
   CHECK_THAT(out, ContainsSubstring("student \\x1b[2J\\x1b[1;1Hesc_name"));
   CHECK_THAT(out, ContainsSubstring("\\x1b[32mALL GATES PASSED"));
 }
+
+TEST_CASE("the class report lists the passed gates that left a case out for want of device memory", "[writers]") {
+  SubmissionResult r = sample("alice");
+  GateResult& g = r.labs[0].gates[0];
+  REQUIRE(g.status == Status::passed);
+  CHECK_FALSE(contains(markdown_report({r}, "Class"), "Cases left out for want of device memory"));
+  g.metrics["huge_case_left_out"] = {1, "cases"};
+  const std::string md = markdown_report({r}, "Class");
+  CHECK_THAT(md, ContainsSubstring("Cases left out for want of device memory"));
+  CHECK_THAT(md, ContainsSubstring("| alice | lab" + r.labs[0].lab + " " + g.id + " |"));
+}
