@@ -183,6 +183,9 @@ SubmissionResult student_view(const SubmissionResult& r) {
     for (auto& n : l.notes)
       if (!starts_with(n, kHiddenRunNote)) notes.push_back(n);
     l.notes = std::move(notes);
+    // A leaderboard taken from a hidden gate's figure would publish it (a rubric may name one; the batch keeps it).
+    for (const auto& g : l.gates)
+      if (g.hidden && g.id == l.leaderboard_gate) l.leaderboard_value.reset();
   }
   return v;
 }

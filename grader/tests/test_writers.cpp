@@ -461,3 +461,15 @@ TEST_CASE("the class report lists the passed gates that left a case out for want
   CHECK_THAT(md, ContainsSubstring("Cases left out for want of device memory"));
   CHECK_THAT(md, ContainsSubstring("| alice | lab" + r.labs[0].lab + " " + g.id + " |"));
 }
+
+TEST_CASE("a leaderboard taken from a hidden gate's figure is not in the student's results", "[writers]") {
+  SubmissionResult r = sample("alice");
+  LabResult& lab = r.labs[0];
+  lab.leaderboard_gate = lab.gates[2].id;
+  lab.leaderboard_metric = "ratio";
+  lab.leaderboard_value = 7.919;
+  REQUIRE(lab.gates[2].hidden);
+  CHECK_FALSE(gradescope_json(r).contains("leaderboard"));
+  lab.gates[2].hidden = false;
+  CHECK(gradescope_json(r)["leaderboard"][0]["value"] == 7.919);
+}
