@@ -287,7 +287,8 @@ TEST_CASE("labs side by side: their untimed runs overlap, a speed run has the GP
 namespace {
 
 // A stand-in speed gate `s` whose first timing is unsteady: ratio 0.2 (threshold 0.5), `stalled`, failed; or with
-// FIRST=partial, ratio 0.4 and `stalled` but passed (as a gate judged against its floor passes); with FIRST=steady,
+// FIRST=partial, ratio 0.4 and `stalled` but passed (as a gate judged against its floor passes); FIRST=long, as the
+// first but reporting 45 s for the gate; with FIRST=steady,
 // failed without `stalled`; with FIRST=fast, failed at ratio 0.9 (for something else than its figure), `stalled`.
 // Later runs follow MODE: steady (ratio 1, passed), unsteady (0.3, `stalled`, failed), crash (dies inside the gate).
 // Every run appends a line to $MEET/runs.
@@ -299,8 +300,10 @@ n=$(wc -l < "$MEET/runs")
 emit '{"event":"run_start","lab":"97","seed":7,"device":"none","rubric":"r"}'
 emit '{"event":"gate_start","gate":"s"}'
 metric() { emit "{\"event\":\"metric\",\"gate\":\"s\",\"name\":\"$1\",\"value\":$2,\"unit\":\"\"}"; }
+secs=0.01
 if [ "$n" = 1 ]; then
   case "$FIRST" in
+    long) metric ratio 0.2; metric stalled 1; status=failed; secs=45 ;;
     partial) metric ratio 0.4; metric stalled 1; status=passed ;;
     fast) metric ratio 0.9; metric stalled 1; status=failed ;;
     steady) metric ratio 0.2; status=failed ;;
@@ -313,7 +316,7 @@ else
     crash) exit 1 ;;
   esac
 fi
-emit "{\"event\":\"gate_end\",\"gate\":\"s\",\"status\":\"$status\",\"message\":\"measured\",\"seconds\":0.01}"
+emit "{\"event\":\"gate_end\",\"gate\":\"s\",\"status\":\"$status\",\"message\":\"measured\",\"seconds\":$secs}"
 emit '{"event":"run_end","passed":1,"failed":0,"skipped":0}'
 )SH";
 
@@ -346,7 +349,9 @@ TEST_CASE("a speed gate that would lose points on an unsteady timing is timed on
                           Case{"unsteady", "steady", 0, 4, 2, Status::passed, 1, "which decides"},
                           // ...and, those used up, a busy-machine one; with neither left it is not timed again.
                           Case{"unsteady", "steady", 1, 0, 2, Status::passed, 1, "which decides"},
-                          Case{"unsteady", "steady", 0, 0, 1, Status::failed, 0.2, ""});
+                          Case{"unsteady", "steady", 0, 0, 1, Status::failed, 0.2, ""},
+                          // A first timing of 45 s is not repeated in the quiet turn, which holds every worker.
+                          Case{"long", "steady", 2, 4, 1, Status::failed, 0.2, ""});
   INFO("first timing " << c.first << ", then " << c.mode << ", second timings left: busy machine " << c.busy
                        << ", unsteady " << c.unsteady);
   test::TempDir dir("unsteady");
@@ -385,6 +390,7 @@ TEST_CASE("a speed gate that would lose points on an unsteady timing is timed on
   if (c.unsteady >= 0) CHECK(spec.unsteady_retimes->load() == c.unsteady - (took_unsteady ? 1 : 0));
   if (c.busy >= 0) CHECK(spec.busy_retimes->load() == c.busy - (again && !took_unsteady ? 1 : 0));
   if (!again && !steady && c.unsteady == 0) CHECK_THAT(lab.gates.front().message, ContainsSubstring("not timed again"));
+  if (std::string(c.first) == "long") CHECK_THAT(lab.gates.front().message, ContainsSubstring("took 45 s, over the 30 s"));
   apply_rubric(lab);
   const GateResult& s = lab.gates.front();
   INFO(s.message);
