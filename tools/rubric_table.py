@@ -53,7 +53,7 @@ def passes_when(g):
             if g.get("instruction_archs"):
                 text += " (checked on " + ", ".join(g["instruction_archs"]) + " GPUs)"
         if g.get("forbid_instructions"):
-            text += "; no kernel of yours that it ran holds " + " or ".join(g["forbid_instructions"])
+            text += "; no kernel of yours that it ran holds any of " + ", ".join(g["forbid_instructions"])
         return text
     metric = g.get("metric", "ratio")
     text = f"{metric} ≥ {num(g['threshold'])}"
