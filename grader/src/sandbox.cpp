@@ -203,10 +203,17 @@ void take_back(const fs::path& dir, const SandboxSettings* sandbox) {
   std::error_code ec;
   ::lchown(dir.c_str(), 0, 0);
   ::chmod(dir.c_str(), 0755);
+  // Nothing here follows a symbolic link the slot's processes left: lchown, and a chmod through a descriptor opened
+  // with O_NOFOLLOW (a link to a folder elsewhere would have had root open that folder to everyone; is_directory()
+  // and chmod() both follow links).
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     ::lchown(it->path().c_str(), 0, 0);
-    if (it->is_directory(ec)) ::chmod(it->path().c_str(), 0755);
+    if (it->symlink_status(ec).type() != fs::file_type::directory) continue;
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::fchmod(fd, 0755);
+    ::close(fd);
   }
 }
 

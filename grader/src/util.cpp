@@ -45,8 +45,15 @@ std::string read_file_limited(const fs::path& p, std::size_t max_bytes, bool tai
 }
 
 void copy_file_for_exec(const fs::path& from, const fs::path& to, unsigned mode) {
-  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  // The source may lie in a folder another uid wrote into (a batch's build folder): never a link, a FIFO (which
+  // would hang the grader) or anything but a regular file.
+  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (in < 0) throw std::runtime_error("cannot read " + from.string() + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(in);
+    throw std::runtime_error("cannot read " + from.string() + ": not a regular file");
+  }
   fs::path tmp = to;
   tmp += ".tmp" + std::to_string(getpid());
   const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);

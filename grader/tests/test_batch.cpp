@@ -1029,3 +1029,23 @@ TEST_CASE("a batch's cuobjdump writes to a file the grader opens, read back and 
   CHECK(big.review);
   CHECK_THAT(big.why_not, Catch::Matchers::ContainsSubstring("over 64 MiB"));
 }
+
+TEST_CASE("take_back never follows a link the slot's processes left: a folder elsewhere keeps its mode",
+          "[sandbox]") {
+  test::TempDir dir("take_back");
+  const fs::path build = dir.path / "build", victim = dir.path / "elsewhere";
+  fs::create_directories(build / "obj");
+  fs::create_directories(victim);
+  ::chmod(victim.c_str(), 01700);
+  ::chmod((build / "obj").c_str(), 0700);
+  fs::create_directory_symlink(victim, build / "obj" / "link");
+  SandboxSettings s;
+  s.drop_uid = true;
+  s.uid_base = 61900;
+  take_back(build, &s);
+  struct stat st {};
+  REQUIRE(::lstat(victim.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 01700);  // root opened it to everyone and dropped the sticky bit through the link
+  REQUIRE(::lstat((build / "obj").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0755);  // the build's own folders are the grader's again
+}
