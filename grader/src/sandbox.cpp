@@ -175,7 +175,17 @@ void give_to_slot(const fs::path& dir, const SandboxSettings* sandbox, int slot)
 
 void reserve_uid_block(SandboxSettings& s, int slots) {
   if (!s.drop_uid) return;
-  const fs::path lock_dir = access("/run/lock", W_OK) == 0 ? "/run/lock" : "/tmp";
+  // As root, a folder of its own that only root can write: /run/lock is open to everyone (1777), and a submission's
+  // process in uid-only mode (which sees the host's /run) could leave a link in the place of each block's lock file,
+  // which the O_NOFOLLOW open then refuses, so that no later batch found a free block until the machine restarted.
+  fs::path lock_dir = access("/run/lock", W_OK) == 0 ? "/run/lock" : "/tmp";
+  if (geteuid() == 0) {
+    const fs::path own = "/run/labgrade-locks";
+    ::mkdir(own.c_str(), 0700);
+    struct stat st {};
+    if (::lstat(own.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 && (st.st_mode & 022) == 0)
+      lock_dir = own;
+  }
   const int need = std::max(1, (slots + kUidBlock - 1) / kUidBlock);  // consecutive blocks for every slot's uid
   for (int first = 0; first + need <= kUidBlocks; ++first) {
     std::vector<std::pair<int, int>> held;
