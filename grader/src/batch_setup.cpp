@@ -327,6 +327,21 @@ void Batch::hide_from_sandbox(const std::set<fs::path>& ro) {
   std::set<fs::path> hide = {opts_.out, opts_.submissions, build_.root / "solutions",
                              build_.root / "grader" / "fixtures"};
   for (const auto& l : labs_) hide.insert(l.recipe.lab_dir.parent_path().parent_path() / "solutions");
+  // A submission that is a link (grade-array.sbatch's parts link each student's folder of the real submissions
+  // folder): where the link points is hidden too, with the folder that holds it, since that folder may lie under a
+  // path the sandbox binds (/opt, a library folder) and hold every other student's work.
+  for (const auto& e : fs::directory_iterator(opts_.submissions, ec))
+    if (e.is_symlink(ec))
+      if (const fs::path target = fs::canonical(e.path(), ec); !ec && !target.empty()) {
+        hide.insert(target);
+        // Not a folder that holds the workbook, or lies in it (a link into the repository would hide its labs).
+        const fs::path up = target.parent_path();
+        const auto within = [](const fs::path& p, const fs::path& dir) {
+          return p == dir || starts_with(p.string(), (dir / "").string());
+        };
+        if (up != target.root_path() && !within(build_.root, up) && !within(up, build_.root)) hide.insert(up);
+      }
+  ec.clear();
   // The hidden gates' sources and the rubric files (titles, hints and thresholds of the hidden gates) of every
   // lab: the gate binary reads its own copy (gate_rubric_text, below), compilers need neither.
   std::set<fs::path> lab_dirs;
