@@ -330,18 +330,27 @@ void Batch::hide_from_sandbox(const std::set<fs::path>& ro) {
   // A submission that is a link (grade-array.sbatch's parts link each student's folder of the real submissions
   // folder): where the link points is hidden too, with the folder that holds it, since that folder may lie under a
   // path the sandbox binds (/opt, a library folder) and hold every other student's work.
-  for (const auto& e : fs::directory_iterator(opts_.submissions, ec))
-    if (e.is_symlink(ec))
-      if (const fs::path target = fs::canonical(e.path(), ec); !ec && !target.empty()) {
-        hide.insert(target);
-        // Not a folder that holds the workbook, or lies in it (a link into the repository would hide its labs).
-        const fs::path up = target.parent_path();
-        const auto within = [](const fs::path& p, const fs::path& dir) {
-          return p == dir || starts_with(p.string(), (dir / "").string());
-        };
-        if (up != target.root_path() && !within(build_.root, up) && !within(up, build_.root)) hide.insert(up);
-      }
-  ec.clear();
+  {
+    // Paths compared in one form (the workbook's may run through a link). Neither a folder that holds the workbook
+    // nor one that lies in it is masked (a link into the repository would hide its labs); the folder holding the
+    // target covers the target.
+    const fs::path root = fs::weakly_canonical(build_.root, ec);
+    const auto within = [](const fs::path& p, const fs::path& dir) {
+      return p == dir || starts_with(p.string(), (dir / "").string());
+    };
+    const auto maskable = [&](const fs::path& p) {
+      return !p.empty() && p != p.root_path() && !within(root, p) && !within(p, root);
+    };
+    std::set<fs::path> linked;
+    for (const auto& e : fs::directory_iterator(opts_.submissions, ec))
+      if (e.is_symlink(ec))
+        if (const fs::path target = fs::canonical(e.path(), ec); !ec) {
+          if (maskable(target.parent_path())) linked.insert(target.parent_path());
+          else if (maskable(target)) linked.insert(target);
+        }
+    hide.insert(linked.begin(), linked.end());
+    ec.clear();
+  }
   // The hidden gates' sources and the rubric files (titles, hints and thresholds of the hidden gates) of every
   // lab: the gate binary reads its own copy (gate_rubric_text, below), compilers need neither.
   std::set<fs::path> lab_dirs;

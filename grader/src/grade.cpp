@@ -110,24 +110,15 @@ void time_lost_again(LabResult& lab, const GateRunSpec& spec, const std::vector<
   bool steady = false, unsteady = false;
   for (const auto& g : lab.gates)
     if (lost(g)) (g.metrics.count("stalled") ? unsteady : steady) = true;
-  // The quiet turn holds every worker of the machine: a timing whose gates took long the first time is not repeated
-  // (a healthy lab's speed gates take seconds; one slow on purpose, and losing points for it, would otherwise hold
-  // the whole batch for up to its lab's time limit), and the second run gets at most kQuietRunCapFactor times the
-  // first's time (at least kQuietRunMinS): code that counts its runs in its lab's folder could stall only there.
-  // Decided before any of the student's second timings is taken.
-  constexpr double kQuietRetimeMaxS = 30, kQuietRunCapFactor = 3, kQuietRunMinS = 20;
+  // The quiet turn holds every worker of the machine: the second run gets at most kQuietRunCapFactor times what the
+  // first took for the gates it repeats (kQuietRunMinS at least), so that code slow on purpose, or slow only in its
+  // second run (it can count its runs in its lab's folder), holds the batch for that long and not for the rest of its
+  // lab's time limit. (A first timing's seconds are the gate binary's wall clock, longer on a busy machine, which is
+  // when a second timing is wanted: no first timing is refused for its length.)
+  constexpr double kQuietRunCapFactor = 3, kQuietRunMinS = 20;
   double first_s = 0;
   for (const auto& g : lab.gates)
     if (lost(g)) first_s += g.seconds;
-  const bool could = unsteady || (steady && spec.busy_retimes && spec.busy_retimes->load() > 0);
-  if (could && first_s > kQuietRetimeMaxS) {
-    for (auto& g : lab.gates)
-      if (lost(g))
-        g.message += std::string(g.message.empty() ? "" : "\n") + "not timed again: its process's timed gates took " +
-                     fmt_number(first_s) + " s, over the " + fmt_number(kQuietRetimeMaxS) +
-                     " s a second timing in the quiet turn (which holds every worker) may repeat";
-    return;
-  }
   // One second timing per process run, whatever the number of such gates in it: one of the student's busy-machine
   // timings when a steady timing lost points (the unsteady ones are timed along), else one of its unsteady ones, or,
   // those used up, a busy-machine one.

@@ -26,15 +26,17 @@ namespace detail {
 
 void add_note(LabResult& lab, const std::string& note) {
   // A submission can make notes of a few kinds as often as it likes (result-channel anomalies, restarts after
-  // crashes): each kind (the text before the first ':') keeps at most 6, and the lab at most 40, so that a flood of
-  // one kind never crowds out the grader's own (which checks ran, what could not be checked). A request to read the
-  // student's object code is never dropped: the class report lists them.
+  // crashes): each kind (the text before the first ':', or its first three words) keeps at most 8, and the lab at
+  // most 40, so that a flood of one kind never crowds out the grader's own (which checks ran, what could not be
+  // checked). A request to read the student's object code is never dropped: the class report lists them.
   const auto body = [](const std::string& n) {
     return starts_with(n, kHiddenRunNote) ? n.substr(std::string(kHiddenRunNote).size()) : n;
   };
   const auto kind_of = [&](const std::string& n) {
     const std::string b = body(n);
-    return b.substr(0, b.find(':'));
+    std::size_t words = 0, end = 0;
+    while (end < b.size() && b[end] != ':' && !(b[end] == ' ' && ++words == 3)) ++end;
+    return b.substr(0, end);  // "result channel", "restarted the gate" (restarts carry no ':')
   };
   if (starts_with(body(note), kObjectReviewNote)) {
     lab.notes.push_back(note);
@@ -43,7 +45,7 @@ void add_note(LabResult& lab, const std::string& note) {
   const std::string kind = kind_of(note);
   const auto same =
       std::count_if(lab.notes.begin(), lab.notes.end(), [&](const std::string& n) { return kind_of(n) == kind; });
-  if (same < 6 && lab.notes.size() < 40) lab.notes.push_back(note);
+  if (same < 8 && lab.notes.size() < 40) lab.notes.push_back(note);
 }
 
 std::string limit_text(double s) {

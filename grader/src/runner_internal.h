@@ -25,7 +25,7 @@ struct AttemptLog {
 std::vector<AttemptLog> run_gates_logged(LabResult& lab, const GateRunSpec& spec,
                                          const std::vector<std::string>& gate_ids);
 
-void add_note(LabResult& lab, const std::string& note);  // at most 6 of a kind and 40 per lab (see runner.cpp)
+void add_note(LabResult& lab, const std::string& note);  // at most 8 of a kind and 40 per lab (see runner.cpp)
 std::string limit_text(double s);                         // "120 s"
 
 }  // namespace labgrade::detail

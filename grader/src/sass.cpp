@@ -127,7 +127,8 @@ Holds list_holds(const SassOpcodes& code, const std::vector<std::string>& kernel
 
 }  // namespace
 
-std::optional<std::string> judge_instructions(const GateResult& g, const SassOpcodes& code) {
+std::optional<std::string> judge_instructions(const GateResult& g, const SassOpcodes& code,
+                                              const std::set<std::string>& other_kernels) {
   auto listed = [&](const char* list) {
     const auto it = g.names.find(list);
     return it == g.names.end() ? std::vector<std::string>{} : it->second;
@@ -177,7 +178,8 @@ std::optional<std::string> judge_instructions(const GateResult& g, const SassOpc
     }
     if (calls)
       for (const auto& [name, archs] : code)
-        if (std::find(read.begin(), read.end(), name) == read.end()) read.push_back(name);
+        if (std::find(read.begin(), read.end(), name) == read.end() && !other_kernels.count(name))
+          read.push_back(name);
     for (const std::string& function : read) {
       const auto it = code.find(function);
       if (it == code.end()) continue;
@@ -276,7 +278,15 @@ InstructionFindings find_instructions(const std::vector<GateResult>& gates_in, c
   }
   int checked = 0, unjudged = 0;
   for (const GateResult* g : gates) {
-    const std::optional<std::string> v = judge_instructions(*g, *dump.code);
+    std::set<std::string> others;  // kernels the lab's other gates recorded (not device functions)
+    for (const auto& o : gates_in)
+      if (&o != g)
+        for (const char* list : {"shared_memory_kernels", "step_kernels"})
+          if (auto it = o.names.find(list); it != o.names.end()) others.insert(it->second.begin(), it->second.end());
+    for (const char* list : {"shared_memory_kernels", "step_kernels"})
+      if (auto it = g->names.find(list); it != g->names.end())
+        for (const auto& k : it->second) others.erase(k);
+    const std::optional<std::string> v = judge_instructions(*g, *dump.code, others);
     if (!v) {
       ++unjudged;
       continue;

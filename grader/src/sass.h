@@ -45,7 +45,10 @@ SassOpcodes parse_sass(const std::string& cuobjdump_text);
 // be judged; else "" when it holds what it needs, or the failure's message. A gate fails only when every kernel of
 // its list is known to lack what it needs: in the dump, for an architecture the check reads, under a name with one
 // body there, and calling no other function (the judge does not follow calls, and a callee's code could hold it).
-std::optional<std::string> judge_instructions(const GateResult& g, const SassOpcodes& code);
+// `other_kernels`: kernels the lab's other gates recorded (its other steps'), which a calling kernel's check of the
+// functions it may reach (forbid_instructions) leaves out, so that one step's instruction never fails another's gate.
+std::optional<std::string> judge_instructions(const GateResult& g, const SassOpcodes& code,
+                                              const std::set<std::string>& other_kernels = {});
 
 // After a lab's graded run (the gates of one visibility, as run_and_score runs them) and before its memory and race
 // checks: fails the passed gates whose kernels lack what they need, from the SASS of the whole gate binary, and notes

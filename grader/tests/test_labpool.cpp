@@ -350,8 +350,8 @@ TEST_CASE("a speed gate that would lose points on an unsteady timing is timed on
                           // ...and, those used up, a busy-machine one; with neither left it is not timed again.
                           Case{"unsteady", "steady", 1, 0, 2, Status::passed, 1, "which decides"},
                           Case{"unsteady", "steady", 0, 0, 1, Status::failed, 0.2, ""},
-                          // A first timing of 45 s is not repeated in the quiet turn, which holds every worker.
-                          Case{"long", "steady", 2, 4, 1, Status::failed, 0.2, ""});
+                          // A first timing of 45 s is timed again too (a busy machine lengthens it), within 3x it.
+                          Case{"long", "steady", 2, 4, 2, Status::passed, 1, "which decides"});
   INFO("first timing " << c.first << ", then " << c.mode << ", second timings left: busy machine " << c.busy
                        << ", unsteady " << c.unsteady);
   test::TempDir dir("unsteady");
@@ -390,7 +390,6 @@ TEST_CASE("a speed gate that would lose points on an unsteady timing is timed on
   if (c.unsteady >= 0) CHECK(spec.unsteady_retimes->load() == c.unsteady - (took_unsteady ? 1 : 0));
   if (c.busy >= 0) CHECK(spec.busy_retimes->load() == c.busy - (again && !took_unsteady ? 1 : 0));
   if (!again && !steady && c.unsteady == 0) CHECK_THAT(lab.gates.front().message, ContainsSubstring("not timed again"));
-  if (std::string(c.first) == "long") CHECK_THAT(lab.gates.front().message, ContainsSubstring("took 45 s, over the 30 s"));
   apply_rubric(lab);
   const GateResult& s = lab.gates.front();
   INFO(s.message);
