@@ -45,7 +45,8 @@ void detail::take_key_early(int fd) noexcept {
   if (g_early_key.taken || fd < 0) return;
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
-  if (recv(fd, g_early_key.bytes, sizeof g_early_key.bytes, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof g_early_key.bytes)) {
+  const ssize_t want = static_cast<ssize_t>(sizeof g_early_key.bytes);
+  if (recv(fd, g_early_key.bytes, sizeof g_early_key.bytes, MSG_DONTWAIT) == want) {
     g_early_key.fd = fd;
     g_early_key.taken = true;
   }

@@ -299,7 +299,8 @@ void Batch::compile(Submission& s, int slot, std::size_t order) {
       const fs::path exe = gates / built.exe.filename();
       copy_file_for_exec(built.exe, exe, 0755);
       s.exes[i] = exe;
-      if (needs_machine_code(results[i])) s.sass[i] = read_machine_code(specs[i]->process, exe, lab_tag(labs_[i].recipe));
+      if (needs_machine_code(results[i]))
+        s.sass[i] = read_machine_code(specs[i]->process, exe, lab_tag(labs_[i].recipe));
       s.built.push(i);
     });
   } catch (...) {

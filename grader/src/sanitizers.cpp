@@ -150,8 +150,11 @@ int sanitizer_error_count(const std::string& log) {
   // "ERROR SUMMARY: N error(s)" (memcheck and racecheck) and "RACECHECK SUMMARY: H hazard(s) displayed (N error(s)",
   // read by hand: no regex over a log whose contents the student controls.
   int from_summary = 0;
-  const auto followed_by = [&](std::size_t at, const char* text) { return log.compare(at, std::strlen(text), text) == 0; };
-  for (std::size_t at = log.find("ERROR SUMMARY: "); at != std::string::npos; at = log.find("ERROR SUMMARY: ", at + 1)) {
+  const auto followed_by = [&](std::size_t at, const char* text) {
+    return log.compare(at, std::strlen(text), text) == 0;
+  };
+  for (std::size_t at = log.find("ERROR SUMMARY: "); at != std::string::npos;
+       at = log.find("ERROR SUMMARY: ", at + 1)) {
     const auto n = count_at(log, at + 15);
     if (n && followed_by(n->second, " error")) from_summary = std::max(from_summary, n->first);
   }

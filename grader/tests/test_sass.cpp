@@ -219,7 +219,8 @@ TEST_CASE("forbid_instructions: a kernel the gate ran that holds one fails it; u
   // Another step's kernel holding one (its own gate judges it) does not fail this gate through the call.
   std::string step5 = calls;
   step5.replace(step5.find("_ZN5lab0112_GLOBAL__N_16helperEv"), 32, "_ZN5lab0112_GLOBAL__N_16step5kEv");
-  CHECK(judge_instructions(g, parse_sass(step5), {"_ZN5lab0112_GLOBAL__N_16step5kEv"}) == std::optional<std::string>(""));
+  CHECK(judge_instructions(g, parse_sass(step5), {"_ZN5lab0112_GLOBAL__N_16step5kEv"}) ==
+        std::optional<std::string>(""));
   CHECK(judge_instructions(g, parse_sass(step5)));  // unknown as a kernel: read as a function it may call
   // The same call where no function holds one: judged and passed (the forbidden list here has no DMMA, which lab
   // 06's kernel in the dump holds).
@@ -250,7 +251,8 @@ struct FakeCuobjdump {
 
 // What run_and_score does for one visibility, in this thread: the dump, the judgement, the findings applied.
 void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
-  if (needs_machine_code(lab)) apply_instructions(lab, find_instructions(lab.gates, dump_sass(exe, std::vector<int>{}), hidden));
+  if (needs_machine_code(lab))
+    apply_instructions(lab, find_instructions(lab.gates, dump_sass(exe, std::vector<int>{}), hidden));
 }
 }  // namespace
 
