@@ -72,7 +72,7 @@ double run_one_process(LabResult& lab, const GateRunSpec& spec, const std::vecto
     took = run_gates(lab, s, todo);
   }
   if (hidden)
-    for (std::size_t i = notes_before; i < lab.notes.size(); ++i) lab.notes[i] = kHiddenRunNote + lab.notes[i];
+    mark_hidden_notes(lab.notes, notes_before);
   return took;
 }
 
@@ -243,9 +243,7 @@ void run_and_score(LabResult& lab, const GateRunSpec& spec, bool sanitize, bool 
     } else {  // the default: a memory error or race on the small shapes fails its gate
       check_with_sanitizers(lab, spec, hidden);
     }
-    if (hidden)
-      for (std::size_t i = checks_notes; i < lab.notes.size(); ++i)
-        if (!starts_with(lab.notes[i], kHiddenRunNote)) lab.notes[i] = kHiddenRunNote + lab.notes[i];
+    if (hidden) mark_hidden_notes(lab.notes, checks_notes);
   }
   apply_rubric(lab);
 }

@@ -29,16 +29,13 @@ void add_note(LabResult& lab, const std::string& note) {
   // crashes): each kind (the text before the first ':', or its first three words) keeps at most 8, and the lab at
   // most 40, so that a flood of one kind never crowds out the grader's own (which checks ran, what could not be
   // checked). A request to read the student's object code is never dropped: the class report lists them.
-  const auto body = [](const std::string& n) {
-    return starts_with(n, kHiddenRunNote) ? n.substr(std::string(kHiddenRunNote).size()) : n;
-  };
-  const auto kind_of = [&](const std::string& n) {
-    const std::string b = body(n);
+  const auto kind_of = [](const std::string& n) {
+    const std::string b = without_hidden_mark(n);
     std::size_t words = 0, end = 0;
     while (end < b.size() && b[end] != ':' && !(b[end] == ' ' && ++words == 3)) ++end;
     return b.substr(0, end);  // "result channel", "restarted the gate" (restarts carry no ':')
   };
-  if (starts_with(body(note), kObjectReviewNote)) {
+  if (starts_with(without_hidden_mark(note), kObjectReviewNote)) {
     lab.notes.push_back(note);
     return;
   }

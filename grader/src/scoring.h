@@ -109,6 +109,16 @@ SubmissionResult submission_from_json(const nlohmann::json& j);
 
 // Notes about the run of a lab's hidden gates start with this: student-visible writers leave them out.
 inline constexpr const char* kHiddenRunNote = "[hidden gates] ";
+// A note without kHiddenRunNote (the same note when it has none): what it says, whichever visibility it is about.
+inline std::string without_hidden_mark(const std::string& note) {
+  const std::string mark = kHiddenRunNote;
+  return note.compare(0, mark.size(), mark) == 0 ? note.substr(mark.size()) : note;
+}
+// Puts kHiddenRunNote before lab notes [from, end) that do not have it yet.
+inline void mark_hidden_notes(std::vector<std::string>& notes, std::size_t from) {
+  for (std::size_t i = from; i < notes.size(); ++i)
+    if (without_hidden_mark(notes[i]).size() == notes[i].size()) notes[i] = kHiddenRunNote + notes[i];
+}
 // Notes that say another process computed on the student's GPU when its speed gates were timed (batch.cpp):
 // the class report lists those students for a second grading.
 inline constexpr const char* kSharedGpuNote = "[shared GPU] ";

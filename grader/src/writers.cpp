@@ -464,7 +464,7 @@ void timed_again_section(std::ostream& md, const std::vector<SubmissionResult>& 
   for (const auto& r : results)
     for (const auto& l : r.labs)
       for (const auto& n : l.notes) {
-        const std::string body = starts_with(n, kHiddenRunNote) ? n.substr(std::string(kHiddenRunNote).size()) : n;
+        const std::string body = without_hidden_mark(n);
         if (starts_with(body, kRetimedNote))
           rows.emplace_back(student_name(r), "lab" + l.lab + " " + body.substr(std::string(kRetimedNote).size()));
       }
@@ -506,8 +506,7 @@ void object_review_section(std::ostream& md, const std::vector<SubmissionResult>
   for (const auto& r : results)
     for (const auto& l : r.labs)
       for (const auto& note : l.notes) {
-        // A note of the hidden gates' pass carries kHiddenRunNote first (the instructor's report shows it).
-        const std::string n = starts_with(note, kHiddenRunNote) ? note.substr(std::string(kHiddenRunNote).size()) : note;
+        const std::string n = without_hidden_mark(note);  // the hidden gates' pass's notes carry the mark first
         if (starts_with(n, kObjectReviewNote))
           rows.emplace_back(student_name(r), "lab" + l.lab + ", " + n.substr(std::string(kObjectReviewNote).size()));
       }
