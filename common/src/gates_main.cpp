@@ -116,15 +116,19 @@ bool world_rank_zero() {
 // outside this process's domain), so the constructor below opens it first and main() takes it from here.
 int g_parent_channel_fd = -1;
 
+// The value of --labkit-results as the constructors see main()'s arguments, or nullptr.
+const char* results_arg(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--labkit-results") == 0) return argv[i + 1];
+  return nullptr;
+}
+
 void open_parent_channel(int argc, char** argv) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--labkit-results") != 0 || std::strncmp(argv[i + 1], "@parent:", 8) != 0) continue;
-    if (!world_rank_zero()) return;
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/fd/%s", static_cast<int>(getppid()), argv[i + 1] + 8);
-    g_parent_channel_fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
-    return;
-  }
+  const char* v = results_arg(argc, argv);
+  if (!v || std::strncmp(v, "@parent:", 8) != 0 || !world_rank_zero()) return;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%s", static_cast<int>(getppid()), v + 8);
+  g_parent_channel_fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 }
 
 // The CUDA driver names the threads it starts while it initialises by writing /proc/self/task/<tid>/comm, and takes a
@@ -156,18 +160,14 @@ void wait_for_turn(const char* file) {
 // whole forged run with it (read() on descriptor 3 is not refused; the grader half-closed its end, so a later read
 // finds nothing and returns at once).
 void take_run_key(int argc, char** argv) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--labkit-results") != 0) continue;
-    const char* v = argv[i + 1];
-    if (std::strncmp(v, "/dev/fd/", 8) != 0 || !v[8]) return;
-    int fd = 0;
-    for (const char* p = v + 8; *p; ++p) {
-      if (*p < '0' || *p > '9' || fd > 100000) return;
-      fd = fd * 10 + (*p - '0');
-    }
-    labkit::report::detail::take_key_early(fd);
-    return;
+  const char* v = results_arg(argc, argv);
+  if (!v || std::strncmp(v, "/dev/fd/", 8) != 0 || !v[8]) return;
+  int fd = 0;
+  for (const char* p = v + 8; *p; ++p) {
+    if (*p < '0' || *p > '9' || fd > 100000) return;
+    fd = fd * 10 + (*p - '0');
   }
+  labkit::report::detail::take_key_early(fd);
 }
 
 // glibc passes main()'s arguments to the constructors of the program.
