@@ -36,8 +36,8 @@ namespace detail {
 void open(const std::string& path);   // "" or "-": no channel (console only)
 // Takes the run's key out of the channel socket `fd` (labkit/channel_auth.h) for open(), which calls it too: called
 // first by the gate binary's first constructor, before any static initialiser of the student's code could read it and
-// sign lines of its own. Allocates nothing (it runs before the C++ library's own initialisation is certain); a second call, or a
-// descriptor that is not a socket holding a key, takes nothing.
+// sign lines of its own. Allocates nothing (it runs before the C++ library's own initialisation is certain); a second
+// call, or a descriptor that is not a socket holding a key, takes nothing.
 void take_key_early(int fd) noexcept;
 bool is_open();
 void write_line(const std::string& json_object);  // appends '\n' and flushes
