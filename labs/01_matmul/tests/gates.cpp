@@ -523,6 +523,9 @@ void check_huge(Step step) {
 // and at the ends: 128 elements. K and N multiples of 4: the 16-byte paths run. About 1.7e10 multiply-adds on the
 // GPU per case.
 enum class HugeOperand { A, B };
+Shape huge_operand_shape(HugeOperand big) {
+  return big == HugeOperand::A ? Shape{131073, 4, 32772} : Shape{4, 131076, 32772};
+}
 
 // What every step's case shares, made once per gate process (the seeds do not name the gate, so every step gets the
 // same inputs): mapping the 17 GB range (1024 chunks), drawing its contents and the host's products cost more than
@@ -540,7 +543,7 @@ struct HugeOperandCase {
 HugeOperandCase* make_huge_operand_case(HugeOperand big) {
   const bool in_a = big == HugeOperand::A;
   auto hc = std::make_unique<HugeOperandCase>();
-  hc->shape = in_a ? Shape{131073, 4, 32772} : Shape{4, 131076, 32772};
+  hc->shape = huge_operand_shape(big);
   const std::size_t M = std::size_t(hc->shape.M), N = std::size_t(hc->shape.N), K = std::size_t(hc->shape.K);
   hc->huge = std::make_unique<labkit::HugeDeviceArray>((in_a ? M * K : K * N) * sizeof(float), std::size_t(1) << 21);
   hc->known = labkit::fill_random(*hc->huge, labkit::gate::seed(in_a ? "huge-A A" : "huge-B B"));
@@ -585,7 +588,7 @@ std::string huge_operand_changed(const HugeOperandCase& hc) {
 
 void check_huge_operand(Step step, HugeOperand big) {
   const bool in_a = big == HugeOperand::A;
-  const Shape shape = in_a ? Shape{131073, 4, 32772} : Shape{4, 131076, 32772};
+  const Shape shape = huge_operand_shape(big);
   const std::string ctx = std::string(kStepName[int(step)]) + ", " + str(shape) + (in_a ? " (A" : " (B") +
                           " past 2^32 elements)";
   if (labkit::gate::huge_case_left_out(ctx)) return;
