@@ -243,7 +243,6 @@ SassRunner run_directly(std::vector<int> cpus) {
 }
 }  // namespace
 
-SassDump dump_sass(const fs::path& exe, const std::vector<int>& cpus) { return dump_sass(exe, run_directly(cpus)); }
 
 std::shared_future<SassDump> start_sass_dump(const fs::path& exe, SassRunner run) {
   auto dump = [exe, run = std::move(run)] { return dump_sass(exe, run); };

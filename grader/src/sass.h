@@ -78,9 +78,8 @@ bool needs_machine_code(const LabResult& lab);  // a gate of the lab's rubric ha
 using SassRunner = std::function<CommandResult(const std::vector<std::string>& argv, double timeout_s)>;
 inline constexpr std::size_t kSassDumpLimit = std::size_t(64) << 20;  // 64 MiB of text
 SassDump dump_sass(const fs::path& exe, const SassRunner& run);
-// Directly, as the grader's user. `cpus`: where cuobjdump may run (empty: any).
-SassDump dump_sass(const fs::path& exe, const std::vector<int>& cpus);
 std::shared_future<SassDump> start_sass_dump(const fs::path& exe, SassRunner run);  // in a thread
+// Directly, as the grader's user (local grading). `cpus`: where cuobjdump may run (empty: any).
 std::shared_future<SassDump> start_sass_dump(const fs::path& exe, const std::vector<int>& cpus);
 InstructionFindings find_instructions(const std::vector<GateResult>& gates, const SassDump& dump, bool hidden);
 void apply_instructions(LabResult& lab, const InstructionFindings& found);

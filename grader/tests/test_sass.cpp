@@ -252,7 +252,7 @@ struct FakeCuobjdump {
 // What run_and_score does for one visibility, in this thread: the dump, the judgement, the findings applied.
 void check_instructions(LabResult& lab, const fs::path& exe, bool hidden) {
   if (needs_machine_code(lab))
-    apply_instructions(lab, find_instructions(lab.gates, dump_sass(exe, std::vector<int>{}), hidden));
+    apply_instructions(lab, find_instructions(lab.gates, start_sass_dump(exe, std::vector<int>{}).get(), hidden));
 }
 }  // namespace
 
