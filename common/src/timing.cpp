@@ -4,10 +4,12 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <numeric>
 #include <optional>
@@ -282,12 +284,28 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   }
   std::vector<double> tb, tcand, esc, idle, recorded;
   double total = 0, wait = 0, baseline_wait = 0;
-  // The candidate's counted call in round verified_round is verified as well as the last (see TimedCase::verify):
-  // its output is checked right after it, outside the timing, before the next refresh overwrites its inputs.
-  int last_verified = -1;  // the call verify_picked checked last
-  const auto verify_picked = [&](int k) {
-    verify_call(tc, "timed call " + std::to_string(k) + ", one the gate's secret picked among the timed calls");
-    last_verified = k;
+  // The candidate's counted call in round verified_round is verified as well as the last (see TimedCase::verify),
+  // and so are the late round's and one extra round's. With keep and restore, every counted candidate call is kept
+  // alike, the picked ones in slots that later calls leave alone, and checked after the timed calls; without them,
+  // right after the call, outside the timing, before the next refresh overwrites its inputs.
+  const bool deferred = tc.keep && tc.restore;
+  std::array<int, kKeptSlots> slot_call;  // the picked call a slot holds, -1: free
+  slot_call.fill(-1);
+  const auto picked_name = [](int k) {
+    return "timed call " + std::to_string(k) + ", one the gate's secret picked among the timed calls";
+  };
+  int last_verified = -1;  // the call verify_picked checked (or kept to check) last
+  // After the candidate's call k of a round: kept, and checked now or later where the round is picked.
+  const auto after_candidate = [&](int k, bool picked) {
+    if (deferred) {
+      const auto free_slot = std::find(slot_call.begin(), slot_call.end(), -1);
+      if (free_slot == slot_call.end()) throw std::logic_error("compare_speed: more picked calls than kept slots");
+      tc.keep(static_cast<int>(free_slot - slot_call.begin()));
+      if (picked) *free_slot = k;
+    } else if (picked) {
+      verify_call(tc, picked_name(k));
+    }
+    if (picked) last_verified = k;
   };
   const bool two_calls = tc.record && !every_call;
   int late_round = -1;  // set after the first min_repeats counted rounds (below)
@@ -298,14 +316,14 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     const int k = call;
     if (two_calls && round == tc.recorded_round) {
       recorded.push_back(timed(candidate, nullptr, true));  // checked, not counted (see TimedCase::record)
-      if (round == tc.verified_round) verify_picked(k);  // a gate that set both to one round
+      after_candidate(k, round == tc.verified_round);      // picked where a gate set both to one round
       return;
     }
     tb.push_back(b);
     tcand.push_back(timed(candidate, &wait));
     esc.push_back(wait);
     total += tb.back() + tcand.back();
-    if (round == tc.verified_round || round == late_round) verify_picked(k);
+    after_candidate(k, round == tc.verified_round || round == late_round);
   };
   // How many counted rounds run is fixed once the first min_repeats have shown how long a round takes, and not
   // changed by the calls after them: a step that made one late call slow enough to exhaust the budget would
@@ -345,8 +363,26 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   if (two_calls) recorded.push_back(timed(candidate, nullptr, true));  // the last call, recorded too
   report::detail::trace_checkpoint("the timed calls", true);
   // The last call was the candidate's: its output, on inputs it never saw before, must be right (unless the verified
-  // extra round was the last one: then it has just been checked).
-  if (last_verified != call - 1) verify_call(tc, "");
+  // extra round was the last one: then it has been checked, or kept to be).
+  if (!deferred) {
+    if (last_verified != call - 1) verify_call(tc, "");
+  } else {
+    // The picked calls, then the last, in call order. The last is kept too, in a free slot (nothing follows it to
+    // see the copy), since restoring the others overwrites what it left.
+    const auto free_slot = std::find(slot_call.begin(), slot_call.end(), -1);
+    if (last_verified != call - 1) {
+      tc.keep(static_cast<int>(free_slot - slot_call.begin()));
+      *free_slot = call - 1;
+    }
+    std::vector<std::pair<int, int>> order;  // (call, slot)
+    for (int slot = 0; slot < kKeptSlots; ++slot)
+      if (slot_call[slot] >= 0) order.emplace_back(slot_call[slot], slot);
+    std::sort(order.begin(), order.end());
+    for (const auto& [k, slot] : order) {
+      tc.restore(slot);
+      verify_call(tc, k == call - 1 && k != last_verified ? "" : picked_name(k));
+    }
+  }
   charge_escaped_tail(tcand, esc, summarize(idle).median_ms);
   SpeedComparison c = summarize_comparison(std::move(tb), std::move(tcand), std::move(esc));
   // The faster one: a host thread descheduled during one recorded call's launch (a busy machine) does not count.
@@ -412,6 +448,97 @@ SpeedComparison limit_fixed_cost(SpeedComparison c, const SpeedComparison& longe
   c.candidate.median_ms = per_unit_floor;
   c.ratio = c.baseline.median_ms / per_unit_floor;
   return c;
+}
+
+KeptCalls::~KeptCalls() {
+  for (void* p : device_slots_) cudaFree(p);
+}
+
+KeptCalls& KeptCalls::device_bytes(void* p, std::size_t bytes) {
+  if (!device_slots_.empty()) throw std::logic_error("KeptCalls: a region added after attach()");
+  device_.push_back({p, bytes});
+  device_total_ += bytes;
+  return *this;
+}
+
+KeptCalls& KeptCalls::host_bytes(void* p, std::size_t bytes) {
+  if (!device_slots_.empty() || !host_slots_.empty()) throw std::logic_error("KeptCalls: a region added after attach()");
+  host_.push_back({p, bytes});
+  host_total_ += bytes;
+  return *this;
+}
+
+bool KeptCalls::attach(TimedCase& tc) {
+  // At most half of the device's memory: the gate's own buffers and the step's allocations must still fit, on a GPU
+  // smaller than the grading one too. A smaller GPU checks between the calls; on one large enough, memory the
+  // process holds (a step's allocations kept from earlier gates) does not turn the copies off: the gate fails.
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (device_total_ > 0) LABKIT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (device_total_ > total_bytes / 2 / kKeptSlots) {
+    std::fprintf(stderr,
+                 "labkit: %d copies of %zu bytes would take more than half of this GPU's memory: the picked timed "
+                 "calls are checked between the calls\n",
+                 kKeptSlots, device_total_);
+    return false;
+  }
+  for (int slot = 0; slot < kKeptSlots && device_total_ > 0; ++slot) {
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, device_total_);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it
+      for (void* q : device_slots_) cudaFree(q);
+      device_slots_.clear();
+      throw std::runtime_error("the speed gate found no room for its " + std::to_string(kKeptSlots) +
+                               " copies of the step's output (" + std::to_string(device_total_ >> 20) +
+                               " MiB each; " + std::to_string(free_bytes >> 20) + " of " +
+                               std::to_string(total_bytes >> 20) +
+                               " MiB free): something in this process holds device memory (a step that keeps its "
+                               "allocations from call to call?)");
+    }
+    LABKIT_CUDA(e);
+    device_slots_.push_back(p);
+  }
+  host_slots_.assign(kKeptSlots, std::vector<unsigned char>(host_total_));
+  tc.keep = [this](int slot) { keep(slot); };
+  tc.restore = [this](int slot) { restore(slot); };
+  return true;
+}
+
+bool KeptCalls::attach(const std::shared_ptr<KeptCalls>& kept, TimedCase& tc) {
+  if (!kept->attach(tc)) return false;
+  tc.keep = [kept](int slot) { kept->keep(slot); };
+  tc.restore = [kept](int slot) { kept->restore(slot); };
+  return true;
+}
+
+// The same copies after every call, on the default stream after the escaped-work wait (the call's work is done on
+// every stream), and waited for: the next refresh overwrites the inputs.
+void KeptCalls::keep(int slot) {
+  auto* d = static_cast<unsigned char*>(device_slots_.empty() ? nullptr : device_slots_.at(slot));
+  for (const Region& r : device_) {
+    LABKIT_CUDA(cudaMemcpyAsync(d, r.p, r.bytes, cudaMemcpyDeviceToDevice));
+    d += r.bytes;
+  }
+  if (d) LABKIT_CUDA(cudaStreamSynchronize(nullptr));
+  unsigned char* h = host_slots_.at(slot).data();
+  for (const Region& r : host_) {
+    std::memcpy(h, r.p, r.bytes);
+    h += r.bytes;
+  }
+}
+
+void KeptCalls::restore(int slot) {
+  const auto* d = static_cast<const unsigned char*>(device_slots_.empty() ? nullptr : device_slots_.at(slot));
+  for (const Region& r : device_) {
+    LABKIT_CUDA(cudaMemcpyAsync(r.p, d, r.bytes, cudaMemcpyDeviceToDevice));
+    d += r.bytes;
+  }
+  LABKIT_CUDA(cudaDeviceSynchronize());
+  const unsigned char* h = host_slots_.at(slot).data();
+  for (const Region& r : host_) {
+    std::memcpy(r.p, h, r.bytes);
+    h += r.bytes;
+  }
 }
 
 double memcpy_bandwidth_gbs(std::size_t bytes, const TimingOptions& opt) {

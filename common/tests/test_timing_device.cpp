@@ -3,6 +3,7 @@
 // wait over every device the process uses. Skipped without a device (and the last case without a second one); on a
 // GPU machine these prove that a step skipping its work on most calls, or leaving work on a second GPU, is seen. The "step" here is a copy of a fresh input into a poisoned output.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <chrono>
 #include <memory>
@@ -60,6 +61,15 @@ labkit::TimingOptions exact_rounds(int rounds) {
 TEST_CASE("compare_speed verifies the candidate's call of the picked round and its last call", "[gpu][timing]") {
   if (!labkit::has_device()) SKIP(labkit::no_device_reason());
   CopyCase c;
+  // Every section twice: checked right after the picked calls, and kept (labkit::KeptCalls) and checked after the
+  // timed calls, in the same order.
+  const bool deferred = GENERATE(false, true);
+  labkit::KeptCalls kept;
+  if (deferred) {
+    kept.device(c.in.data(), kN).device(c.out.data(), kN);
+    REQUIRE(kept.attach(c.tc));
+  }
+  INFO((deferred ? "checked after the timed calls" : "checked between the calls"));
   c.tc.verified_round = 2;  // a gate derives it from its secret (gate::pick_timed_round)
   labkit::DeviceBuffer<float> spare(kN);
   const auto baseline = [&](int) {
@@ -266,6 +276,78 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
                       "a library kernel");
     CHECK(events == std::vector<std::string>{"stop"});
   }
+}
+
+TEST_CASE("with keep and restore, no check runs between two candidate calls", "[gpu][timing]") {
+  // A check takes host time between two calls, which a step timing the gaps between its own calls could see; with
+  // keep and restore every counted call is kept alike and the checks wait for the end of the timing.
+  if (!labkit::has_device()) SKIP(labkit::no_device_reason());
+  CopyCase c;
+  int refreshed = -1;
+  const auto refresh = c.tc.refresh;
+  c.tc.refresh = [&](int k) {
+    refresh(k);
+    refreshed = k;
+  };
+  labkit::KeptCalls kept;
+  kept.device(c.in.data(), kN).device(c.out.data(), kN).host(refreshed);
+  REQUIRE(kept.attach(c.tc));
+  std::vector<std::string> events;
+  const auto keep = c.tc.keep;
+  c.tc.keep = [&](int slot) {
+    events.push_back("keep " + std::to_string(slot));
+    keep(slot);
+  };
+  const auto verify = c.tc.verify;
+  std::vector<int> verified;  // the call each check saw restored
+  c.tc.verify = [&] {
+    events.push_back("verify");
+    verified.push_back(refreshed);
+    verify();
+  };
+  labkit::DeviceBuffer<float> spare(kN);
+  const auto baseline = [&](int) {
+    LABKIT_CUDA(cudaMemcpyAsync(spare.data(), c.in.data(), kN * sizeof(float), cudaMemcpyDeviceToDevice));
+  };
+  labkit::TimingOptions opt;
+  opt.warmup = 1;
+  opt.min_repeats = 3;
+  opt.max_repeats = 12;
+  opt.budget_ms = 1e6;  // every round up to max_repeats
+  c.tc.verified_round = 1;
+  c.tc.late_draw = 7;  // round 3 + 7 % 8 = 10
+  const std::string mode = GENERATE(std::string("honest"), std::string("skips one call"));
+  INFO(mode);
+  int candidate_calls = 0;
+  labkit::compare_speed(
+      baseline,
+      [&](int k) {
+        events.push_back("candidate");
+        ++candidate_calls;
+        // Calls 0, 1 warm up; round r's candidate call is 3 + 2r; the late round's is 23, the last 25.
+        if (mode == "honest" || k != 23) c.copy();
+      },
+      c.tc, opt);
+  // Every counted call kept, in the first slot no picked call holds: 0 until round 1 (slot 0 kept), then 1 until
+  // round 10; the last call after the timing, in slot 2.
+  std::vector<std::string> expected{"candidate"};  // the warm-up
+  for (int round = 0; round < 12; ++round) {
+    expected.push_back("candidate");
+    expected.push_back("keep " + std::to_string(round <= 1 ? 0 : round <= 10 ? 1 : 2));
+  }
+  expected.push_back("keep 2");
+  for (int i = 0; i < 3; ++i) expected.push_back("verify");
+  CHECK(events == expected);
+  CHECK(candidate_calls == 13);
+  // Each check saw the call it names: rounds 1 and 10, then the last, with its own input.
+  CHECK(verified == std::vector<int>{5, 23, 25});
+  REQUIRE(c.checked.size() == 3);
+  CHECK(c.checked[0].call == "timed call 5, one the gate's secret picked among the timed calls");
+  CHECK(c.checked[1].call == "timed call 23, one the gate's secret picked among the timed calls");
+  CHECK(c.checked[2].call == "the last timed call");
+  CHECK(c.checked[0].right);
+  CHECK(c.checked[1].right == (mode == "honest"));  // the restored output of the call it skipped
+  CHECK(c.checked[2].right);
 }
 
 TEST_CASE("a call that runs on a stream of its own beside the L2 scrub is still timed in full", "[gpu][timing]") {

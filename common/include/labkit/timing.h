@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace labkit {
@@ -67,9 +68,9 @@ bool keeps_device_memory(const SpeedComparison& cmp);
 //  - refresh(rep): untimed, before every timed call (the baseline's and the candidate's): gives the inputs fresh
 //    contents and resets the output, so that a cache keyed on pointers, sizes or sampled values misses, and the
 //    timed call does not read inputs still warm in L2 from the refresh;
-//  - verify(): untimed, checks the output of the candidate call just made against a trusted result; it fails the
-//    gate itself (gate::require). compare_speed calls it twice: after the candidate's counted call in round
-//    `verified_round`, and after the last call. A step that skips its work on some calls (an answer kept from an
+//  - verify(): untimed, checks the output of the candidate call just made (or, with keep and restore, the one
+//    restored) against a trusted result; it fails the gate itself (gate::require). compare_speed calls it for the
+//    candidate's counted call in round `verified_round`, for the late round's, and for the last call. A step that skips its work on some calls (an answer kept from an
 //    earlier call, or none) is caught with a chance of at least its skip rate at the first, which it cannot tell
 //    from the other counted calls, and needs luck at the last too. Its messages name the call with verified_call().
 // Both are required; a gate that leaves refresh empty says why in a comment.
@@ -115,6 +116,61 @@ struct TimedCase {
   // calls always run max_repeats rounds) and could work honestly in the first rounds and the last call only,
   // skimping in all the others, which decide the median; this round finds it with a chance of its skip rate.
   std::uint64_t late_draw = 0;
+  // Optional; every lab's speed gates set them (through KeptCalls). keep(slot) copies what verify() reads of the
+  // candidate call just made (its output, the inputs it could have written, the gate's note of which call it was)
+  // into slot `slot` (0 .. kKeptSlots - 1); restore(slot) puts it back. With both set, compare_speed keeps every
+  // counted candidate call alike, the picked ones in slots of their own, and runs verify() on those after the timed
+  // calls, in call order: a check takes milliseconds of host time, and between two calls a step that timed the gaps
+  // between its own calls would see it, then skimp on every call after the late verified round (see
+  // docs/instructor-guide.md, "replayed results"). A copy of the same bytes after every call shows nothing. Without
+  // them, verify() runs right after the picked call.
+  std::function<void(int slot)> keep, restore;
+};
+
+// The picked calls of one comparison are at most three (verified_round's, the late round's, one of the rounds a
+// stalled median adds), and the call being kept needs a slot that holds none of them.
+inline constexpr int kKeptSlots = 4;
+
+// keep/restore for a TimedCase from the regions verify() reads: device regions (on the current device) copied on
+// the device, host objects (trivially copyable: counters, scalars a call returned) copied on the host. Every slot is
+// allocated by attach(), before the timing, so that no call pays for an allocation the others do not.
+class KeptCalls {
+ public:
+  KeptCalls() = default;
+  ~KeptCalls();
+  KeptCalls(const KeptCalls&) = delete;
+  KeptCalls& operator=(const KeptCalls&) = delete;
+  KeptCalls& device_bytes(void* p, std::size_t bytes);
+  template <class T>
+  KeptCalls& device(T* p, std::size_t count) {
+    return device_bytes(static_cast<void*>(p), count * sizeof(T));
+  }
+  KeptCalls& host_bytes(void* p, std::size_t bytes);
+  template <class T>
+  KeptCalls& host(T& value) {
+    static_assert(std::is_trivially_copyable_v<T>, "KeptCalls::host copies the object's bytes");
+    return host_bytes(static_cast<void*>(&value), sizeof(T));
+  }
+  // Allocates kKeptSlots slots and sets tc.keep and tc.restore, which use this object (it must outlive the timing).
+  // Where the slots would take more than half of the GPU's memory, it says so on stderr and leaves them unset:
+  // verify() then runs between the calls, as without them. Returns whether they were set. Where they would fit
+  // but the process holds too much device memory, it throws: the step's memory must not turn the copies off.
+  bool attach(TimedCase& tc);
+  // The same for a TimedCase that outlives the scope that made it (a function returning it): tc's keep and restore
+  // hold `kept`.
+  static bool attach(const std::shared_ptr<KeptCalls>& kept, TimedCase& tc);
+
+ private:
+  struct Region {
+    void* p;
+    std::size_t bytes;
+  };
+  void keep(int slot);
+  void restore(int slot);
+  std::vector<Region> device_, host_;
+  std::size_t device_total_ = 0, host_total_ = 0;
+  std::vector<void*> device_slots_;
+  std::vector<std::vector<unsigned char>> host_slots_;
 };
 
 // While compare_speed runs verify(): which call it checks, for the gate's messages ("the last timed call", or
