@@ -352,6 +352,10 @@ void check_speed(Step candidate, std::optional<Step> previous, int n = 8192) {
   tc.verify = [&] {
     check_output(candidate, seed_of(last), "in " + labkit::verified_call() + " (an input it had not seen), at");
   };
+  // The output of every call kept alike, so that the picked calls are checked after the timing (labkit::KeptCalls).
+  labkit::KeptCalls kept;
+  kept.device(dout.data(), count).host(last);
+  kept.attach(tc);
   labkit::TimingOptions opt;
   opt.warmup = 3;
   opt.min_repeats = 10;

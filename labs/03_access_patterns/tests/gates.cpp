@@ -381,6 +381,11 @@ labkit::SpeedComparison time_orderings(int n, const labkit::TimingOptions& opt, 
       FAIL("step 3 (transpose_diagonal) " << when << " " << n << " x " << n << ": " << problem << "\n  "
                                           << labkit::gate::reproduce_hint());
   };
+  // The output and tile log of every call kept alike, so that the picked calls are checked after the timing
+  // (labkit::KeptCalls).
+  labkit::KeptCalls kept;
+  kept.device(dout.data(), count).device(log.data(), blocks).host(last);
+  kept.attach(tc);
   labkit::gate::pick_timed_round(tc, opt);
   return labkit::compare_speed([&](int) { lab03::baseline::transpose_rowmajor(n, n, din.data(), dout.data()); },
                                [&](int) { lab03::transpose_diagonal(n, n, din.data(), dout.data(), log.data()); }, tc,

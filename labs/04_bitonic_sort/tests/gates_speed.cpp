@@ -33,8 +33,8 @@ namespace {
 //  - refresh(rep), untimed, before every timed call: both arrays get new random keys (a seed per rep), so nobody
 //    sorts sorted data and a sort that remembers its last answer (keyed on the pointer, n or a few sampled keys)
 //    hands back a wrong one;
-//  - verify(), untimed, after the candidate's call in a round the gate's secret picks and after its last call: the
-//    output must be the sorted input of that call (the check of the correctness gates, on the GPU first, with the
+//  - verify(), untimed, on the candidate's call in a round the gate's secret picks and on its last call, after the
+//    timing (labkit::KeptCalls): the output must be the sorted input of that call (the check of the correctness gates, on the GPU first, with the
 //    host's diagnosis when it fails). A fast wrong sort earns nothing, and needs no check before the timing: the
 //    checked calls are at the timed size on keys they never saw;
 //  - record: only the step's own kernels may run (no thrust::sort or CUB inside a step), in a timed round the
@@ -52,8 +52,8 @@ void check_speed(Step candidate, const char* baseline_name, const std::function<
   const std::string ctx = std::string(kStepName[int(candidate)]) + " at the timed size n = 2^24, ascending";
   labkit::GuardedBuffer<float> work(n, "keys");  // the candidate's array
   labkit::DeviceBuffer<float> base(n);           // the baseline's own, so that it never sorts the candidate's keys
-  // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
-  // the candidate call it checks, so `last_rep` names the keys that call sorted.
+  // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too), and verify() on the
+  // candidate call it checks, restored with what `kept` holds of it: `last_rep` names the keys that call sorted.
   int inputs_rep = -1, last_rep = -1;
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
@@ -87,6 +87,11 @@ void check_speed(Step candidate, const char* baseline_name, const std::function<
   // 3's ratio to it rose 7 % on an H100), and the libraries that would sort faster (Thrust, CUB) are refused before
   // the step links.
   labkit::gate::record_timed_calls(tc, kStepName[int(candidate)], opt, labkit::RecordedCalls::two_calls);
+  // The keys and the bookkeeping of every candidate call kept alike, so that the picked calls are checked after the
+  // timing (labkit::KeptCalls).
+  labkit::KeptCalls kept;
+  kept.device(work.data(), n).host(inputs_rep).host(last_rep);
+  kept.attach(tc);
   auto timed_baseline = [&](int) { baseline(base.data(), n); };
   auto timed_candidate = [&](int) {
     run_keys(candidate, work.data(), n, Order::ascending);

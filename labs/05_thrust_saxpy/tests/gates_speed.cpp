@@ -98,6 +98,10 @@ void check_saxpy_speed(Saxpy step) {
     labkit::gate::require(t.check_last(), std::string(kStepName[int(step)]) + ", " + labkit::verified_call() +
                                               " (inputs it had not seen), " + size_str(n));
   };
+  // The y of every call kept alike, so that the picked calls are checked after the timing (labkit::KeptCalls).
+  labkit::KeptCalls kept;
+  kept.device(c.dy.data(), n).host(t.last);
+  kept.attach(tc);
   auto candidate = [&](int) { run(step, n, c.a, c.dx.data(), c.dy.data()); };
   if (step == Saxpy::cublas) {
     CublasBaseline library(n, c.a);
@@ -152,6 +156,9 @@ TEST_CASE("step5b.speed", "[lab05][step5b][speed]") {
     // The norm of the y the step left (right by now), summed on the device in double as norm2_ref sums it.
     labkit::gate::require(check_norm(last_norm, labkit::norm2_device(c.dy.data(), n), "||y||_2"), ctx);
   };
+  labkit::KeptCalls kept;  // as in check_saxpy_speed, and the norm the call returned
+  kept.device(c.dy.data(), n).host(t.last).host(last_norm);
+  kept.attach(tc);
   auto copy = [&](int k) { baseline(k); };
   const auto cmp = labkit::compare_speed(
       copy, [&](int) { last_norm = lab05::saxpy_norm_fused(n, c.a, c.dx.data(), c.dy.data()); }, tc, opt);

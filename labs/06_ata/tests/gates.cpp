@@ -578,8 +578,8 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
   // No check before the timing: a fast wrong kernel earns nothing, since verify() checks the last call (at the
   // timed size, on an A it never saw) with the same message, and the launch recorder watches a timed round the
   // gate's secret picks and that last call (TimedCase::record).
-  // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
-  // the candidate call it checks, so `last_rep` names the A that call read.
+  // compare_speed calls refresh(k) before call k (k counts every call, the baseline's too), and verify() on the
+  // candidate call it checks, restored with what `kept` holds of it: `last_rep` names the A that call read.
   int inputs_rep = -1, last_rep = -1;
   labkit::TimedCase tc;
   tc.refresh = [&](int rep) {
@@ -608,6 +608,11 @@ void check_speed(const std::string& baseline_name, const Launcher& baseline, Ste
   // Every call recorded: cuBLAS is the shortcut here, and the calls are long (on an H100 the ratios moved 0-4 %
   // against two recorded calls, upward: no step loses by it).
   labkit::gate::record_timed_calls(tc, name(candidate), opt, labkit::RecordedCalls::every_call);
+  // C, A (which verify() checks the call left as the refresh wrote it) and the bookkeeping of every candidate call
+  // kept alike, so that the picked calls are checked after the timing (labkit::KeptCalls).
+  labkit::KeptCalls kept;
+  kept.device(dA.data(), dA.size()).device(dC.data(), dC.size()).host(inputs_rep).host(last_rep);
+  kept.attach(tc);
   auto timed_baseline = [&](int) { baseline(M, N, dA.data(), base_C.data()); };
   const auto cmp = labkit::compare_speed(timed_baseline,
                                          [&](int) {

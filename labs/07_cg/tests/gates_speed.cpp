@@ -2,6 +2,8 @@
 // speed, on fresh inputs for every timed call, the output of the last one verified.
 #include <catch2/catch_test_macros.hpp>
 
+#include <memory>
+
 #include "gate_util.h"
 
 using namespace lab07_gates;
@@ -182,6 +184,11 @@ labkit::TimedCase solver_case(Solver s, DevCsr& A, labkit::DeviceRelabel& relabe
     pr->draw(speed_seed(labels, rep), pA->row_ptr.data(), pA->col_idx.data(), pA->values.data());
     require_solver_matches(*pA, pb->data(), *px, iters, 1e-6, ctx);
   };
+  // b, x and the bookkeeping of every candidate call kept alike, so that the picked calls are checked after the
+  // timing (labkit::KeptCalls); verify() draws the matrix again itself.
+  auto kept = std::make_shared<labkit::KeptCalls>();
+  kept->device(pb->data(), std::size_t(n)).device(px->data(), std::size_t(n)).host(*pl);
+  labkit::KeptCalls::attach(kept, tc);
   // Every call recorded: both solvers run a few kernels an iteration, so the recorder's cost per kernel falls on
   // both sides alike (ratios within 2 % of two recorded calls on an H100).
   labkit::gate::record_timed_calls(tc, name(s), per_iteration_options(), labkit::RecordedCalls::every_call);
@@ -239,6 +246,10 @@ TEST_CASE("step1.speed", "[lab07][step1][speed]") {
     const std::string ctx = "step 1b at the timed size, the result of " + labkit::verified_call() + " (fresh x and y)";
     require_dot(last.rep(ctx), ctx);
   };
+  // The result of every call kept alike, so that the picked calls are checked after the timing (labkit::KeptCalls).
+  labkit::KeptCalls kept;
+  kept.device(result.data(), 1).host(last);
+  kept.attach(tc);
   // Two recorded calls: on every call the recorder's cost per kernel took 8 % off this ~0.1 ms call (an H100).
   labkit::gate::record_timed_calls(tc, "step 1b (dot_shuffle)", speed_options(), labkit::RecordedCalls::two_calls);
   DevicePointerMode mode;
@@ -322,6 +333,9 @@ TEST_CASE("step2.speed", "[lab07][step2][speed]") {
     const std::string ctx = "step 2 update_xr at the timed size, the x, r and r^T r of " + labkit::verified_call();
     require_update(last.rep(ctx), ctx);
   };
+  labkit::KeptCalls kept;  // as step 1b's
+  kept.device(x.data(), n).device(r.data(), n).device(rr.data(), 1).host(last);
+  kept.attach(tc);
   labkit::gate::record_timed_calls(tc, "step 2 (update_xr)", speed_options(),
                                    labkit::RecordedCalls::two_calls);  // as step 1b's
   const double h_scal[2] = {alpha, -alpha};
@@ -398,6 +412,9 @@ TEST_CASE("step3.speed", "[lab07][step3][speed]") {
         "step 3a at the timed size, the y of " + labkit::verified_call() + " (fresh x, matrix values and labels)";
     require_spmv(last.rep(ctx), ctx);
   };
+  labkit::KeptCalls kept;  // as step 1b's
+  kept.device(y.data(), std::size_t(n)).host(last);
+  kept.attach(tc);
   labkit::gate::record_timed_calls(tc, "step 3a (spmv_thread_per_row)", speed_options(),
                                    labkit::RecordedCalls::two_calls);  // one short kernel a call, as step 1b's
   lab07_baseline::CusparseSpmv spmv(cusparse(), A.view(), x.data(), yb.data());

@@ -4,9 +4,11 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "baseline_cg.h"
@@ -103,11 +105,14 @@ void speed_gate(Scheme s) {
   // replayed. Not a rescaled copy of one b: CG's iterates scale with b, so a step could keep x for one b and return
   // it rescaled. The run length is in the seed: the long run's call k must not get the short run's b, whose state
   // after 10 iterations a solver could keep and resume from.
-  auto refresh = [&](int k) {
+  int refreshed = -1;  // the call whose b is in b and in the baseline
+  auto draw_b = [&](int k) {
     labkit::fill_random(b, labkit::gate::seed("speed b, " + std::to_string(iters) + " iterations, call " +
                                               std::to_string(k)));
     base.set_b(b);
+    refreshed = k;
   };
+  auto refresh = [&](int k) { draw_b(k); };
   auto verify = [&] {
     base.run(iters);
     labkit::CheckOptions o;
@@ -130,6 +135,19 @@ void speed_gate(Scheme s) {
   // answer could still land in x, through pinned memory, before the check) is charged to its call. The solve of a
   // round the secret picks is checked as well as the last.
   labkit::TimedCase tc{refresh, verify};
+  // The x of every call kept alike (a host copy of 80 MB, some milliseconds), so that the picked calls are checked
+  // after the timing: restoring one puts its x back and draws its b again (see labkit::TimedCase::keep).
+  // Every slot is allocated and touched first: a slot's first copy would otherwise take longer than the others.
+  std::array<std::pair<int, std::vector<double>>, labkit::kKeptSlots> kept;
+  for (auto& slot : kept) slot.second.assign(std::size_t(n), 0.0);
+  tc.keep = [&](int slot) {
+    kept.at(slot).first = refreshed;
+    kept.at(slot).second.assign(x.begin(), x.end());  // within the capacity it has
+  };
+  tc.restore = [&](int slot) {
+    draw_b(kept.at(slot).first);
+    x = kept.at(slot).second;
+  };
   auto measure = [&](int k_iters) {
     iters = k_iters;
     opt.max_iter = k_iters;
