@@ -371,6 +371,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
     // see the copy), since restoring the others overwrites what it left.
     const auto free_slot = std::find(slot_call.begin(), slot_call.end(), -1);
     if (last_verified != call - 1) {
+      if (free_slot == slot_call.end()) throw std::logic_error("compare_speed: more picked calls than kept slots");
       tc.keep(static_cast<int>(free_slot - slot_call.begin()));
       *free_slot = call - 1;
     }
@@ -455,14 +456,14 @@ KeptCalls::~KeptCalls() {
 }
 
 KeptCalls& KeptCalls::device_bytes(void* p, std::size_t bytes) {
-  if (!device_slots_.empty()) throw std::logic_error("KeptCalls: a region added after attach()");
+  if (attached_) throw std::logic_error("KeptCalls: a region added after attach()");
   device_.push_back({p, bytes});
   device_total_ += bytes;
   return *this;
 }
 
 KeptCalls& KeptCalls::host_bytes(void* p, std::size_t bytes) {
-  if (!device_slots_.empty() || !host_slots_.empty()) throw std::logic_error("KeptCalls: a region added after attach()");
+  if (attached_) throw std::logic_error("KeptCalls: a region added after attach()");
   host_.push_back({p, bytes});
   host_total_ += bytes;
   return *this;
@@ -497,7 +498,10 @@ bool KeptCalls::attach(TimedCase& tc) {
     }
     LABKIT_CUDA(e);
     device_slots_.push_back(p);
+    // Written once now, so that no slot's first copy in the timing differs from the others.
+    LABKIT_CUDA(cudaMemset(p, 0, device_total_));
   }
+  attached_ = true;
   host_slots_.assign(kKeptSlots, std::vector<unsigned char>(host_total_));
   tc.keep = [this](int slot) { keep(slot); };
   tc.restore = [this](int slot) { restore(slot); };

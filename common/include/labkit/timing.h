@@ -169,6 +169,7 @@ class KeptCalls {
   void restore(int slot);
   std::vector<Region> device_, host_;
   std::size_t device_total_ = 0, host_total_ = 0;
+  bool attached_ = false;
   std::vector<void*> device_slots_;
   std::vector<std::vector<unsigned char>> host_slots_;
 };
@@ -181,10 +182,11 @@ std::string verified_call();
 // has a context on, so that work a step leaves running on a second GPU (lab 08's, or any a worker with several
 // GPUs makes visible) is charged like work on a private stream.
 // The order of one round: refresh(k); evict_l2(); synchronize; baseline(k) timed; refresh(k+1); (a recorded call:
-// drop()); evict_l2(); synchronize; candidate(k+1) timed; then the wait for escaped work, (check()) and, in round
-// `verified_round` and in the late round late_draw picks, verify(). k counts every call from 0 (warm-up included), so
-// a gate can derive the inputs of call k from k, and the call before each verify() is always the candidate's (under
-// two_calls, the last is the extra recorded call).
+// drop()); evict_l2(); synchronize; candidate(k+1) timed; then the wait for escaped work, (check()), keep(slot) of
+// the counted calls where the gate set it and, without it, in round `verified_round` and in the late round late_draw
+// picks, verify(). With keep, the picked calls and the last are restored and verified after the last call, in call
+// order. k counts every call from 0 (warm-up included), so a gate can derive the inputs of call k from k, and the
+// call each verify() checks is always the candidate's (under two_calls, the last is the extra recorded call).
 SpeedComparison compare_speed(const std::function<void(int)>& baseline, const std::function<void(int)>& candidate,
                               const TimedCase& timed_case, const TimingOptions& opt = {});
 // Deprecated: no fresh inputs, no verification, no escaped-work check (labs 04, 06, 07 until they move over).

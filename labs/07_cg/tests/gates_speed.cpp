@@ -44,8 +44,9 @@ std::uint64_t speed_seed(const std::string& what, int rep) {
   return labkit::gate::seed("speed " + what + ", timed call " + std::to_string(rep));
 }
 
-// compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() right after
-// a candidate call (one its secret picks, and the last); this names the inputs that call read.
+// compare_speed calls refresh(k) before call k (k counts every call, the baseline's too) and verify() on a candidate
+// call (those its secret picks, and the last), restored after the timing with what the gate's KeptCalls holds of it,
+// this object included: it names the inputs that call read.
 class LastCandidateCall {
  public:
   void inputs_now(int rep) { inputs_rep_ = rep; }      // in refresh()
