@@ -26,6 +26,7 @@
 #include <fstream>
 #include <thread>
 
+#include "diskuse.h"
 #include "progress.h"
 
 extern char** environ;
@@ -188,12 +189,18 @@ std::string ExitInfo::describe() const {
 
 namespace {
 // Processes that left the group (setsid) and, without bubblewrap, the PID namespace: everything a dedicated uid
-// still runs belongs to the submission that had it, so kill(-1) as that uid ends all of it.
+// still runs belongs to the submission that had it, so kill(-1) as that uid ends all of it (Linux spares the
+// caller). Then the same child removes what the uid left in /tmp, /var/tmp and /dev/shm, which would otherwise
+// outlive the submission (bubblewrap's are the sandbox's own): as that uid, so that it can remove nothing the
+// submission could not.
 void kill_uid(int uid) {
   if (uid < 0 || geteuid() != 0) return;
   pid_t sweeper = fork();
   if (sweeper == 0) {
-    if (setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0) ::kill(-1, SIGKILL);
+    if (setgroups(0, nullptr) == 0 && setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0) {
+      ::kill(-1, SIGKILL);
+      remove_own_entries(shared_temp_dirs());
+    }
     _exit(0);
   }
   if (sweeper > 0)
