@@ -460,6 +460,7 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
     spec.process.limits.processes =
         static_cast<std::uint64_t>(opts_.max_processes) * static_cast<std::uint64_t>(lab_jobs_);
     spec.process.limits.file_size = 64u << 20;
+    spec.disk_limit_bytes = static_cast<std::uintmax_t>(std::max(0.0, opts_.disk_gib) * kGiB);
     if (!cpus_.speed.empty()) {
       spec.process.limits.cpus = cpus_.runs_of(worker);
       // A launcher's ranks (lab 09: four MPI ranks, each busy-polling) need more CPUs than are kept: their speed

@@ -32,6 +32,9 @@ struct BatchOptions {
   double gate_timeout = 0;       // overrides the rubrics' gate_time_limit_s when > 0
   double compile_timeout = 300;  // per source file, and for the link
   double memory_gib = 16;        // host memory of one gate binary (RLIMIT_DATA, and memory.max with cgroups)
+  // Disk one lab's gate binary may fill (its working folder, and /tmp, /var/tmp, /dev/shm under its uid):
+  // GateRunSpec::disk_limit_bytes; 0: not watched.
+  double disk_gib = 2;
   int max_processes = 0;         // processes + threads of one submission (0: 256, or 4 per core + 64 if more)
   bool keep_scratch = false;
   bool no_hidden = false;

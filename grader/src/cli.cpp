@@ -155,6 +155,8 @@ CLI::App* add_batch_command(CLI::App& app, CliOptions& o) {
   batch_cmd->add_option("--lab", batch.labs, "grade only these labs (repeatable)");
   batch_cmd->add_option("--memory-gib", batch.memory_gib,
                         "host memory of one gate binary, GiB (default 16; 0: no limit)");
+  batch_cmd->add_option("--disk-gib", batch.disk_gib,
+                        "disk one lab's gate binary may fill with files, GiB (default 2; 0: not watched)");
   batch_cmd->add_option("--max-processes", batch.max_processes,
                         "processes+threads of one submission (default 256, more on many-core machines)");
   batch_cmd->add_option("--compile-timeout", batch.compile_timeout, "seconds per compile or link (default 300)");

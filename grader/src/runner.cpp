@@ -4,17 +4,21 @@
 #include "runner.h"
 #include "runner_internal.h"
 
+#include "diskuse.h"
 #include "progress.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -60,7 +64,7 @@ using detail::secs;
 
 namespace {
 
-enum class Kill { none, gate_timeout, stall_timeout, lab_timeout };
+enum class Kill { none, gate_timeout, stall_timeout, lab_timeout, disk };
 
 // What the limit that killed a process counted: its own progress, its CPU use, or (backstop) the clock.
 enum class Limit { progress, cpu, wall };
@@ -84,6 +88,7 @@ struct Attempt {
   double progress = 0;           // the attempt's own progress (wall time less its CPU waits)
   double waited = 0;             // run-queue wait forgiven
   double open_gate_seconds = 0;  // how long the gate that never ended had been running
+  DiskUse disk;                  // with Kill::disk: what the lab's files took when it was ended
   fs::path log;
 };
 
@@ -238,9 +243,57 @@ Kill over_limit(const AttemptWatch& w, const LabBudget& lab_budget, KillDetail& 
   return killed;
 }
 
+// What the lab's files take now (diskuse.h): its writable folder and, under a dedicated uid, what the uid owns in
+// the shared temporary folders. More than kDiskEntries entries count as over any limit.
+constexpr std::uintmax_t kDiskEntries = 200000;
+DiskUse lab_disk_use(const GateRunSpec& spec) {
+  DiskUse use = disk_use(spec.process.writable, kDiskEntries);
+  const int uid = slot_uid(spec.process.sandbox, spec.process.slot);
+  if (uid >= 0 && !use.stopped) {
+    const DiskUse tmp = disk_use_of_uid(shared_temp_dirs(), static_cast<unsigned>(uid), kDiskEntries - use.entries);
+    use.bytes += tmp.bytes;
+    use.entries += tmp.entries;
+    use.stopped = tmp.stopped;
+  }
+  return use;
+}
+
+std::string disk_text(const DiskUse& use, const GateRunSpec& spec) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "its files took %s%.2f GiB in %s%ju files and folders (its working folder, and /tmp, /var/tmp and "
+                "/dev/shm under its uid), past the batch's limit of %.2f GiB (--disk-gib), and it was killed",
+                use.stopped ? "over " : "", double(use.bytes) / double(1ull << 30), use.stopped ? "over " : "",
+                use.entries, double(spec.disk_limit_bytes) / double(1ull << 30));
+  return buf;
+}
+
+// After its gate binary was killed for its files: the lab's working folder emptied (home/ and tmp/ kept, empty), as
+// the slot's uid where there is one (so that it removes nothing that uid could not), so that the restart and the
+// lab's later runs start from a clean folder and the other students' compiles and logs get the space back at once.
+void clear_lab_files(const GateRunSpec& spec) {
+  if (spec.process.writable.empty()) return;
+  const std::vector<std::string> keep{"home", "tmp"};
+  const int uid = slot_uid(spec.process.sandbox, spec.process.slot);
+  if (uid < 0 || geteuid() != 0) {
+    clear_folder(spec.process.writable, keep);
+    return;
+  }
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) == 0 && setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0)
+      clear_folder(spec.process.writable, keep);
+    _exit(0);
+  }
+  if (child > 0)
+    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+}
+
 // Follows the started process until it exits or passes a limit (then it is killed), reading the channel as it
-// goes; stores how it ended in w.a (exit, killed, detail).
+// goes; stores how it ended in w.a (exit, killed, detail). The disk is looked at about once a second.
 void watch(Process& p, AttemptWatch& w, const LabBudget& lab_budget) {
+  auto disk_due = Clock::now();
   for (;;) {
     pollfd pfd{w.fd, POLLIN, 0};
     ::poll(&pfd, 1, 50);
@@ -252,6 +305,14 @@ void watch(Process& p, AttemptWatch& w, const LabBudget& lab_budget) {
       break;
     }
     w.a.killed = over_limit(w, lab_budget, w.a.detail);
+    if (w.a.killed == Kill::none && w.spec.disk_limit_bytes > 0 && Clock::now() >= disk_due) {
+      disk_due = Clock::now() + std::chrono::seconds(1);
+      const DiskUse use = lab_disk_use(w.spec);
+      if (use.stopped || use.bytes > w.spec.disk_limit_bytes) {
+        w.a.killed = Kill::disk;
+        w.a.disk = use;
+      }
+    }
     if (w.a.killed != Kill::none) {
       p.kill_all();
       w.a.exit = p.wait();
@@ -386,6 +447,7 @@ std::string kill_text(Kill k, const KillDetail& d, const GateRunSpec& spec) {
       limit = limit_text(spec.time_limit_s);
       what = "the lab's time limit of " + limit;
       break;
+    case Kill::disk:
     case Kill::none:
       return "";
   }
@@ -445,6 +507,10 @@ std::size_t resolve(LabResult& lab, const Attempt& a, const GateRunSpec& spec, s
       g->status = Status::timeout;
       g->message = "timeout: " + kill_text(a.killed, a.detail, spec) +
                    " (an endless loop in a kernel or in host code, a deadlock at a barrier, or far too slow)";
+    } else if (a.killed == Kill::disk) {
+      g->status = Status::failed;
+      g->message = "the gate binary wrote too much to disk: " + disk_text(a.disk, spec) +
+                   ". A gate's work stays in memory: look for files written in a loop";
     } else {
       g->status = Status::crashed;
       g->message = "the gate binary died inside this gate (" + a.exit.describe() + ")" + output_tail(a.log);
@@ -526,6 +592,7 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
     std::size_t resolved = resolve(lab, a, spec, remaining);
     Kill killed = a.killed;
     KillDetail detail = a.detail;
+    const DiskUse disk = a.disk;
     bool run_ended = a.parser.run_ended(), run_started = a.parser.run_started();
     const std::size_t unsigned_lines = a.parser.unsigned_lines();
     ExitInfo exit = a.exit;
@@ -536,6 +603,15 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
     if (killed == Kill::lab_timeout) {
       set_rest(Status::timeout, "not run: " + kill_text(killed, detail, spec));
       break;
+    }
+    if (killed == Kill::disk) {
+      clear_lab_files(spec);
+      const DiskUse left = lab_disk_use(spec);
+      if (left.stopped || left.bytes > spec.disk_limit_bytes) {  // in the shared temporary folders, still there
+        set_rest(Status::failed, "not run: the lab's gate binary wrote too much to disk earlier (" +
+                                     disk_text(disk, spec) + "), and its files in /tmp are still there");
+        break;
+      }
     }
     // A run that finished (run_end, then a normal exit) without a gate: the binary has no such gate. After a
     // crash Catch2 still writes run_end from its signal handler, so a signal means "restart", not "missing".
@@ -550,24 +626,31 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
       break;
     }
     if (resolved == 0) {
-      std::string why = killed != Kill::none ? kill_text(killed, detail, spec) : exit.describe();
+      const std::string why = killed == Kill::disk   ? disk_text(disk, spec)
+                              : killed != Kill::none ? kill_text(killed, detail, spec)
+                                                     : exit.describe();
+      const Status status = killed == Kill::disk   ? Status::failed
+                            : killed != Kill::none ? Status::timeout
+                                                   : Status::crashed;
       if (!run_started && unsigned_lines > 0)
-        set_rest(killed != Kill::none ? Status::timeout : Status::crashed,
+        set_rest(status,
                  "the gate binary stopped before running any gate (" + why + "): none of the " +
                      std::to_string(unsigned_lines) +
                      " lines on the result channel carried the run's key, which code at start-up (a global "
                      "constructor reading descriptor 3?) must have taken" + output_tail(log));
       else if (!run_started)
-        set_rest(killed != Kill::none ? Status::timeout : Status::crashed,
+        set_rest(status,
                  "the gate binary stopped before running any gate (" + why +
                      "): code that runs at start-up (a global constructor?) or a broken binary" + output_tail(log));
       else
-        set_rest(killed != Kill::none ? Status::timeout : Status::crashed,
+        set_rest(status,
                  "the gate binary stopped without running this gate (" + why + ")" + output_tail(log));
       break;
     }
     add_note(lab, "restarted the gate binary for " + std::to_string(remaining.size()) + " remaining gate(s) after " +
-                      (killed != Kill::none ? std::string("a timeout") : exit.describe()) +
+                      (killed == Kill::disk   ? std::string("a kill for its files on disk (their folder emptied)")
+                       : killed != Kill::none ? std::string("a timeout")
+                                              : exit.describe()) +
                       (open_gate.empty() ? "" : " in " + open_gate));
   }
   if (waited >= 1) {

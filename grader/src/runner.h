@@ -7,6 +7,7 @@
 // test names), so one crash costs one gate, not the lab.
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -34,6 +35,10 @@ struct GateRunSpec {
   double quiet_time_limit_s = 0;   // start-up and silence between gates; 0: max(gate limit, 60 s)
   double time_limit_s = 600;       // the whole lab, restarts included
   double wall_factor = 10;
+  // The most the lab's files may take on disk while its gate binary runs (diskuse.h: process.writable, and what the
+  // slot's uid owns in /tmp, /var/tmp and /dev/shm), looked at about once a second; beyond it the binary is killed,
+  // the open gate fails and the rest are not run. 0: not watched (a student's own machine).
+  std::uintmax_t disk_limit_bytes = 0;
   // How the process is started (sandbox, uid slot, environment, limits). argv/output/channel are filled in.
   ProcessSpec process;
   std::vector<std::string> prefix;  // e.g. compute-sanitizer --tool memcheck ... (empty: run directly)
