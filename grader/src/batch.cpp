@@ -405,6 +405,12 @@ void Batch::run_gates_of(Submission& s, int slot, const std::string& gpu, int wo
   for (const auto& plan : labs_)
     for (const char* d : {"home", "tmp"}) fs::create_directories(run / lab_tag(plan.recipe) / d);
   give_to_slot(run, &sandbox_, slot);
+  // run/ itself stays root's, open to the slot's group: the labs' processes can neither leave files beside their
+  // folders, where the disk watch (GateRunSpec::disk_limit_bytes) does not look, nor move a folder away from it.
+  if (const int uid = slot_uid(&sandbox_, slot); uid >= 0) {
+    ::lchown(run.c_str(), 0, static_cast<gid_t>(uid));
+    ::chmod(run.c_str(), 0750);
+  }
   GpuTurns* turns = turns_.at(gpu).get();
   // Labs side by side share the student's uid slot: a process's end must not sweep the slot while another lab's
   // runs in it. run_and_score sweeps before and after each speed run, when no other lab runs; the last sweep is here.

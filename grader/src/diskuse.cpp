@@ -43,7 +43,10 @@ void walk(int fd, int depth, std::uintmax_t max_entries, DiskUse& use) {
       break;
     }
     struct stat st;
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {  // gone meanwhile: still an entry,
+      ++use.entries;  // so that a folder whose files come and go as it is read still ends the walk at max_entries
+      continue;
+    }
     add(use, st);
     if (!S_ISDIR(st.st_mode)) continue;
     if (depth >= kMaxDepth) {
@@ -57,29 +60,73 @@ void walk(int fd, int depth, std::uintmax_t max_entries, DiskUse& use) {
   ::closedir(d);
 }
 
-// Removes everything in the open folder `fd` (closed here), then nothing else: the caller removes the folder.
-std::size_t empty_dir(int fd, int depth) {
-  DIR* d = ::fdopendir(fd);
-  if (!d) {
-    ::close(fd);
-    return 1;
-  }
-  std::size_t failed = 0;
-  while (struct dirent* e = ::readdir(d)) {
-    if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
-    struct stat st;
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      const int sub = depth < kMaxDepth ? open_dir(::dirfd(d), e->d_name) : -1;
-      if (sub >= 0) failed += empty_dir(sub, depth + 1);
-      if (::unlinkat(::dirfd(d), e->d_name, AT_REMOVEDIR) != 0) ++failed;
-    } else if (::unlinkat(::dirfd(d), e->d_name, 0) != 0) {
-      ++failed;
+// Empties the open folder `fd` (left open), as the caller's uid and within `budget` entries looked at: files and
+// links are unlinked, folders made the owner's to change (a submission can leave one read-only) and removed, and
+// a folder that is not empty has its entries moved up into `fd` under fresh names first, then goes in the next
+// pass. A chain of folders of any depth is so removed level by level, with two descriptors open. Returns how many
+// entries were left.
+std::size_t empty_flat(int fd, std::size_t& budget) {
+  unsigned long fresh = 0;
+  for (;;) {
+    const int copy = ::dup(fd);
+    DIR* d = copy >= 0 ? ::fdopendir(copy) : nullptr;
+    if (!d) {
+      if (copy >= 0) ::close(copy);
+      return 1;
     }
+    ::rewinddir(d);
+    std::size_t left = 0;
+    bool progress = false;
+    while (struct dirent* e = ::readdir(d)) {
+      if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
+      if (budget == 0) {
+        ::closedir(d);
+        return left + 1;
+      }
+      --budget;
+      struct stat st;
+      if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (!S_ISDIR(st.st_mode)) {
+        if (::unlinkat(fd, e->d_name, 0) == 0) progress = true;
+        else ++left;
+        continue;
+      }
+      if (::unlinkat(fd, e->d_name, AT_REMOVEDIR) == 0) {
+        progress = true;
+        continue;
+      }
+      ++left;
+      // Not empty (or not ours to change yet): made writable and searchable, its entries moved up here. Should
+      // the folder be swapped for a link meanwhile, the chmod reaches what the link names, which is as much as
+      // this uid could change anyway.
+      ::fchmodat(fd, e->d_name, 0700, 0);
+      const int sub = open_dir(fd, e->d_name);
+      if (sub < 0) continue;
+      if (DIR* sd = ::fdopendir(sub)) {
+        while (struct dirent* c = ::readdir(sd)) {
+          if (!std::strcmp(c->d_name, ".") || !std::strcmp(c->d_name, "..")) continue;
+          if (budget == 0) break;
+          --budget;
+          const std::string to = ".labgrade-up-" + std::to_string(++fresh);
+          // A folder moves only if it is writable (its ".." changes with it).
+          struct stat cs;
+          if (::fstatat(sub, c->d_name, &cs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(cs.st_mode))
+            ::fchmodat(sub, c->d_name, 0700, 0);
+          if (::renameat(sub, c->d_name, fd, to.c_str()) == 0) progress = true;
+        }
+        ::closedir(sd);
+      } else {
+        ::close(sub);
+      }
+    }
+    ::closedir(d);
+    if (left == 0) return 0;
+    if (!progress) return left;
   }
-  ::closedir(d);
-  return failed;
 }
+
+// How many entries the removals look at, at most: a few seconds' work.
+constexpr std::size_t kRemovalBudget = 4000000;
 
 }  // namespace
 
@@ -129,37 +176,17 @@ const std::vector<std::filesystem::path>& shared_temp_dirs() {
 std::size_t clear_folder(const std::filesystem::path& dir, const std::vector<std::string>& keep) {
   const int fd = open_dir(AT_FDCWD, dir.c_str());
   if (fd < 0) return 0;
-  const int top = ::dup(fd);  // empty_dir closes fd; the kept folders are made again through this one
-  std::size_t failed = 0;
-  DIR* d = ::fdopendir(fd);
-  if (!d) {
-    ::close(fd);
-    if (top >= 0) ::close(top);
-    return 1;
-  }
-  while (struct dirent* e = ::readdir(d)) {
-    if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
-    struct stat st;
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    const bool kept = std::find(keep.begin(), keep.end(), e->d_name) != keep.end();
-    if (S_ISDIR(st.st_mode)) {
-      const int sub = open_dir(::dirfd(d), e->d_name);
-      if (sub >= 0) failed += empty_dir(sub, 1);
-      if (!kept && ::unlinkat(::dirfd(d), e->d_name, AT_REMOVEDIR) != 0) ++failed;
-    } else if (::unlinkat(::dirfd(d), e->d_name, 0) != 0) {
-      ++failed;
-    }
-  }
-  ::closedir(d);
+  std::size_t budget = kRemovalBudget;
+  std::size_t failed = empty_flat(fd, budget);
   for (const auto& name : keep)
-    if (top >= 0 && ::mkdirat(top, name.c_str(), 0755) != 0 && errno != EEXIST) ++failed;
-  if (top >= 0) ::close(top);
+    if (::mkdirat(fd, name.c_str(), 0755) != 0 && errno != EEXIST) ++failed;
+  ::close(fd);
   return failed;
 }
 
 std::size_t remove_own_entries(const std::vector<std::filesystem::path>& dirs) {
   const uid_t me = ::geteuid();
-  std::size_t failed = 0;
+  std::size_t failed = 0, budget = kRemovalBudget;
   for (const auto& dir : dirs) {
     const int fd = open_dir(AT_FDCWD, dir.c_str());
     if (fd < 0) continue;
@@ -170,11 +197,17 @@ std::size_t remove_own_entries(const std::vector<std::filesystem::path>& dirs) {
     }
     while (struct dirent* e = ::readdir(d)) {
       if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
+      if (budget == 0) break;
+      --budget;
       struct stat st;
       if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != me) continue;
       if (S_ISDIR(st.st_mode)) {
+        ::fchmodat(::dirfd(d), e->d_name, 0700, 0);  // its own folder, perhaps left read-only
         const int sub = open_dir(::dirfd(d), e->d_name);
-        if (sub >= 0) failed += empty_dir(sub, 1);
+        if (sub >= 0) {
+          failed += empty_flat(sub, budget);
+          ::close(sub);
+        }
         if (::unlinkat(::dirfd(d), e->d_name, AT_REMOVEDIR) != 0) ++failed;
       } else if (::unlinkat(::dirfd(d), e->d_name, 0) != 0) {
         ++failed;

@@ -30,13 +30,14 @@ DiskUse disk_use_of_uid(const std::vector<std::filesystem::path>& dirs, unsigned
 // The world-writable folders a process of a dedicated uid can leave files in outside the sandbox's own.
 const std::vector<std::filesystem::path>& shared_temp_dirs();
 
-// Removes everything in `dir` but the folders named in `keep`, which are emptied (and made again where a link or a
-// file had taken their name), never following a link; as the calling process's uid. Returns how many entries it
-// could not remove. For a lab's working folder after its gate binary filled it (runner.cpp).
+// Removes everything in `dir`, then makes the folders named in `keep` again, empty; never following a link, as the
+// calling process's uid (read-only folders of its own are made writable first, chains of any depth are removed
+// level by level), and within a few seconds' work. Returns how many entries it could not remove. For a lab's
+// working folder after its gate binary filled it (runner.cpp).
 std::size_t clear_folder(const std::filesystem::path& dir, const std::vector<std::string>& keep);
 
-// Removes what the calling process's uid owns directly in each of `dirs`, folders with their contents, never
-// following a link. For the child that sweeps a slot's uid (sandbox_process.cpp), running as that uid: it can
+// Removes what the calling process's uid owns directly in each of `dirs`, folders with their contents (as
+// clear_folder removes them), never following a link. For the child that sweeps a slot's uid (sandbox_process.cpp), running as that uid: it can
 // remove nothing the uid could not. Returns how many entries it could not remove.
 std::size_t remove_own_entries(const std::vector<std::filesystem::path>& dirs);
 

@@ -249,7 +249,9 @@ constexpr std::uintmax_t kDiskEntries = 200000;
 DiskUse lab_disk_use(const GateRunSpec& spec) {
   DiskUse use = disk_use(spec.process.writable, kDiskEntries);
   const int uid = slot_uid(spec.process.sandbox, spec.process.slot);
-  if (uid >= 0 && !use.stopped) {
+  // Under bubblewrap the sandbox's /tmp and /dev/shm are its own, and the host's are not writable from it.
+  const bool host_temp = uid >= 0 && spec.process.sandbox->mode != SandboxMode::bwrap;
+  if (host_temp && !use.stopped) {
     const DiskUse tmp = disk_use_of_uid(shared_temp_dirs(), static_cast<unsigned>(uid), kDiskEntries - use.entries);
     use.bytes += tmp.bytes;
     use.entries += tmp.entries;
@@ -262,7 +264,7 @@ std::string disk_text(const DiskUse& use, const GateRunSpec& spec) {
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "its files took %s%.2f GiB in %s%ju files and folders (its working folder, and /tmp, /var/tmp and "
-                "/dev/shm under its uid), past the batch's limit of %.2f GiB (--disk-gib), and it was killed",
+                "/dev/shm under its uid), past the batch's limit of %.2f GiB (--disk-gib)",
                 use.stopped ? "over " : "", double(use.bytes) / double(1ull << 30), use.stopped ? "over " : "",
                 use.entries, double(spec.disk_limit_bytes) / double(1ull << 30));
   return buf;
@@ -288,6 +290,14 @@ void clear_lab_files(const GateRunSpec& spec) {
   if (child > 0)
     while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
     }
+}
+
+// Whether the lab's files are within the limit, after clearing its folder (clear_lab_files) if they were not.
+bool disk_room(const GateRunSpec& spec) {
+  const auto within = [&](const DiskUse& use) { return !use.stopped && use.bytes <= spec.disk_limit_bytes; };
+  if (within(lab_disk_use(spec))) return true;
+  clear_lab_files(spec);
+  return within(lab_disk_use(spec));
 }
 
 // Follows the started process until it exits or passes a limit (then it is killed), reading the channel as it
@@ -508,9 +518,9 @@ std::size_t resolve(LabResult& lab, const Attempt& a, const GateRunSpec& spec, s
       g->message = "timeout: " + kill_text(a.killed, a.detail, spec) +
                    " (an endless loop in a kernel or in host code, a deadlock at a barrier, or far too slow)";
     } else if (a.killed == Kill::disk) {
-      g->status = Status::failed;
+      g->status = Status::crashed;
       g->message = "the gate binary wrote too much to disk: " + disk_text(a.disk, spec) +
-                   ". A gate's work stays in memory: look for files written in a loop";
+                   "; it was killed. A gate's work stays in memory: look for files written in a loop";
     } else {
       g->status = Status::crashed;
       g->message = "the gate binary died inside this gate (" + a.exit.describe() + ")" + output_tail(a.log);
@@ -571,6 +581,13 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
       set_rest(Status::timeout, "not run: the lab's time limit of " + limit_text(spec.time_limit_s) + " was used up");
       break;
     }
+    // Files an earlier run of the lab left past the limit (one that passed it in its last second, between two
+    // looks) are cleared before this one starts, so that it is not killed at its first look for them.
+    if (spec.disk_limit_bytes > 0 && !disk_room(spec)) {
+      set_rest(Status::crashed, "not run: the lab's files on disk could not be cleared (" +
+                                    disk_text(lab_disk_use(spec), spec) + ")");
+      break;
+    }
     std::vector<std::string> todo;
     for (const auto& id : order)
       if (remaining.count(id)) todo.push_back(id);
@@ -599,19 +616,18 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
     fs::path log = a.log;
     std::string open_gate = a.parser.open_gate();
     if (attempts) attempts->push_back(std::move(a));
+    // Its files go at once, whatever comes next: the lab's next process (the hidden gates', the checks') starts
+    // from a clean folder, and the other students' compiles and logs get the space back.
+    if (killed == Kill::disk) clear_lab_files(spec);
     if (remaining.empty()) break;
     if (killed == Kill::lab_timeout) {
       set_rest(Status::timeout, "not run: " + kill_text(killed, detail, spec));
       break;
     }
-    if (killed == Kill::disk) {
-      clear_lab_files(spec);
-      const DiskUse left = lab_disk_use(spec);
-      if (left.stopped || left.bytes > spec.disk_limit_bytes) {  // in the shared temporary folders, still there
-        set_rest(Status::failed, "not run: the lab's gate binary wrote too much to disk earlier (" +
-                                     disk_text(disk, spec) + "), and its files in /tmp are still there");
-        break;
-      }
+    if (killed == Kill::disk && !disk_room(spec)) {  // in the shared temporary folders, still there
+      set_rest(Status::crashed, "not run: the lab's gate binary wrote too much to disk earlier (" +
+                                    disk_text(disk, spec) + "), and its uid's files in /tmp are still there");
+      break;
     }
     // A run that finished (run_end, then a normal exit) without a gate: the binary has no such gate. After a
     // crash Catch2 still writes run_end from its signal handler, so a signal means "restart", not "missing".
@@ -629,9 +645,7 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
       const std::string why = killed == Kill::disk   ? disk_text(disk, spec)
                               : killed != Kill::none ? kill_text(killed, detail, spec)
                                                      : exit.describe();
-      const Status status = killed == Kill::disk   ? Status::failed
-                            : killed != Kill::none ? Status::timeout
-                                                   : Status::crashed;
+      const Status status = killed != Kill::none && killed != Kill::disk ? Status::timeout : Status::crashed;
       if (!run_started && unsigned_lines > 0)
         set_rest(status,
                  "the gate binary stopped before running any gate (" + why + "): none of the " +

@@ -195,11 +195,12 @@ namespace {
 // submission could not.
 void kill_uid(int uid) {
   if (uid < 0 || geteuid() != 0) return;
+  const auto& temp_dirs = shared_temp_dirs();  // made here: the child must not be the one to initialise a static
   pid_t sweeper = fork();
   if (sweeper == 0) {
     if (setgroups(0, nullptr) == 0 && setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0) {
       ::kill(-1, SIGKILL);
-      remove_own_entries(shared_temp_dirs());
+      remove_own_entries(temp_dirs);
     }
     _exit(0);
   }

@@ -88,6 +88,24 @@ TEST_CASE("clear_folder empties a lab's working folder and keeps home/ and tmp/"
   CHECK(clear_folder(t.dir / "missing", {"home"}) == 0);
 }
 
+TEST_CASE("clear_folder removes read-only folders and chains deeper than any walk", "[diskuse]") {
+  TempDir t;
+  const fs::path lab = t.dir / "lab";
+  fs::create_directories(lab / "locked/inner");
+  write_bytes(lab / "locked/inner/x", 100);
+  ::chmod((lab / "locked/inner").c_str(), 0500);
+  ::chmod((lab / "locked").c_str(), 0500);
+  fs::path deep = lab / "deep";
+  for (int i = 0; i < 300; ++i) deep /= "d";  // far past the walks' 64 levels
+  fs::create_directories(deep);
+  write_bytes(deep / "bottom", 100);
+  CHECK(disk_use(lab, 1000000).stopped);  // too deep to count: over any limit
+  CHECK(clear_folder(lab, {"home"}) == 0);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(lab)) left.push_back(e.path().filename().string());
+  CHECK(left == std::vector<std::string>{"home"});
+}
+
 TEST_CASE("disk_use stops at its entry count and at a nesting too deep", "[diskuse]") {
   TempDir t;
   for (int i = 0; i < 50; ++i) write_bytes(t.dir / ("f" + std::to_string(i)), 10);
@@ -115,12 +133,16 @@ TEST_CASE("disk_use_of_uid counts what one uid owns in the shared folders, and i
   fs::create_directories(tmp / "roots-dir");
   write_bytes(tmp / "roots-dir/keep.bin", 10);
   fs::create_symlink(tmp / "roots-dir", tmp / "their-link");  // theirs, pointing at root's folder
-  for (const char* p : {"theirs.bin", "their-dir", "their-dir/inner", "their-dir/inner/x.bin"})
+  fs::create_directories(tmp / "their-locked/a/b");  // left read-only, nested: the sweep must still remove it
+  write_bytes(tmp / "their-locked/a/b/y.bin", 10);
+  for (const char* p : {"theirs.bin", "their-dir", "their-dir/inner", "their-dir/inner/x.bin", "their-locked",
+                        "their-locked/a", "their-locked/a/b", "their-locked/a/b/y.bin"})
     REQUIRE(::chown((tmp / p).c_str(), kOtherUid, kOtherUid) == 0);
+  for (const char* p : {"their-locked/a/b", "their-locked/a", "their-locked"}) ::chmod((tmp / p).c_str(), 0500);
   REQUIRE(::lchown((tmp / "their-link").c_str(), kOtherUid, kOtherUid) == 0);
 
   const DiskUse use = disk_use_of_uid({tmp, t.dir / "missing"}, kOtherUid, 1000);
-  CHECK(use.entries == 5);  // theirs.bin, their-dir, inner, x.bin, their-link
+  CHECK(use.entries == 9);  // theirs.bin, their-dir, inner, x.bin, their-link, their-locked, a, b, y.bin
   CHECK(use.bytes >= (2u << 20));
   CHECK(use.bytes < (3u << 20));  // not root's 4 MiB, not through the link
 
@@ -138,6 +160,7 @@ TEST_CASE("disk_use_of_uid counts what one uid owns in the shared folders, and i
   CHECK_FALSE(fs::exists(fs::symlink_status(tmp / "theirs.bin")));
   CHECK_FALSE(fs::exists(fs::symlink_status(tmp / "their-dir")));
   CHECK_FALSE(fs::exists(fs::symlink_status(tmp / "their-link")));
+  CHECK_FALSE(fs::exists(fs::symlink_status(tmp / "their-locked")));
   CHECK(fs::exists(tmp / "roots.bin"));
   CHECK(fs::exists(tmp / "roots-dir/keep.bin"));
   CHECK(disk_use_of_uid({tmp}, kOtherUid, 1000).entries == 0);
