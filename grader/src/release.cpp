@@ -51,6 +51,28 @@ std::vector<fs::path> repository_files(const fs::path& root) {
   return files;
 }
 
+bool excluded(const fs::path& rel);
+
+// A link the release would copy: one in a lab's student/ folder becomes its target's contents in .skeleton/ (a link
+// to a solution would ship the solution), and any link that leads outside the workbook or into what a release
+// leaves out would carry it along or dangle. Checked for every file before anything is written. Throws UserError.
+void check_link(const fs::path& root, const fs::path& rel) {
+  const fs::path from = root / rel;
+  std::error_code ec;
+  if (!fs::is_symlink(from, ec)) return;
+  if (std::vector<fs::path> p(rel.begin(), rel.end()); p.size() >= 4 && p[0] == "labs" && p[2] == "student")
+    throw UserError(rel.string() + " is a symbolic link: a release copies each file of a lab's student/ folder into "
+                                   ".skeleton/ as what it points to; put the file itself there");
+  const fs::path target = fs::weakly_canonical(from, ec);
+  const fs::path inside = target.lexically_relative(root);
+  if (ec || inside.empty() || *inside.begin() == "..")
+    throw UserError(rel.string() + " is a symbolic link out of the workbook (" + target.string() +
+                    "): a release would carry it to a file the students do not have");
+  if (excluded(inside))
+    throw UserError(rel.string() + " is a symbolic link to " + inside.string() +
+                    ", which a release leaves out (solutions, hidden tests, planted fixtures)");
+}
+
 bool excluded(const fs::path& rel) {
   std::vector<std::string> parts;
   for (const auto& p : rel) parts.push_back(p.string());
@@ -137,6 +159,9 @@ int release_main(const ReleaseOptions& opts) {
   fs::path out = fs::absolute(opts.out).lexically_normal();
   if (out == root || starts_with(out.string(), (root / "").string()))
     throw UserError("the release folder must be outside the repository (" + root.string() + ")");
+  const std::vector<fs::path> files = repository_files(root);
+  for (const auto& rel : files)
+    if (!excluded(rel)) check_link(root, rel);
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_empty(out, ec)) {
     if (!opts.force) throw UserError(out.string() + " exists and is not empty (--force replaces it)");
@@ -146,7 +171,7 @@ int release_main(const ReleaseOptions& opts) {
 
   std::size_t copied = 0, skipped = 0, skeletons = 0;
   std::vector<std::string> report;
-  for (const auto& rel : repository_files(root)) {
+  for (const auto& rel : files) {
     if (excluded(rel)) {
       ++skipped;
       continue;

@@ -103,3 +103,35 @@ TEST_CASE("labgrade release writes a tree without solutions or hidden gates that
     CHECK_THAT(read_file(f.path()), ContainsSubstring("/.skeleton\""));
   }
 }
+
+TEST_CASE("labgrade release refuses links that would ship a solution or a file the students lack", "[release]") {
+  // A small workbook without git (the release walks it): a lab's student file, a solution, a hidden test.
+  test::TempDir dir("release-links");
+  const fs::path root = dir.path / "wb";
+  write_file_atomic(root / "labs/01_x/student/step1.cu", "// skeleton\n");
+  write_file_atomic(root / "solutions/01_x/step1.cu", "// the answer\n");
+  write_file_atomic(root / "labs/01_x/tests/hidden/case.cpp", "// hidden\n");
+  write_file_atomic(root / "docs/notes.md", "notes\n");
+  ReleaseOptions opts;
+  opts.root = root;
+  opts.out = dir.path / "rel";
+  SECTION("a plain workbook is released, links inside it that a release keeps included") {
+    fs::create_symlink("notes.md", root / "docs/same-notes.md");
+    CHECK(release_main(opts) == 0);
+    CHECK(read_file(opts.out / "labs/01_x/.skeleton/step1.cu") == "// skeleton\n");
+    CHECK(fs::is_symlink(opts.out / "docs/same-notes.md"));
+  }
+  SECTION("a student file that links to its solution") {
+    fs::remove(root / "labs/01_x/student/step1.cu");
+    fs::create_symlink("../../../solutions/01_x/step1.cu", root / "labs/01_x/student/step1.cu");
+    CHECK_THROWS_WITH(release_main(opts), ContainsSubstring("labs/01_x/student/step1.cu is a symbolic link"));
+    CHECK_FALSE(fs::exists(opts.out));  // refused before anything was written
+  }
+  SECTION("a link elsewhere to what a release leaves out, or out of the workbook") {
+    fs::create_symlink("../labs/01_x/tests/hidden/case.cpp", root / "docs/case.cpp");
+    CHECK_THROWS_WITH(release_main(opts), ContainsSubstring("which a release leaves out"));
+    fs::remove(root / "docs/case.cpp");
+    fs::create_symlink("/etc/hostname", root / "docs/host");
+    CHECK_THROWS_WITH(release_main(opts), ContainsSubstring("out of the workbook"));
+  }
+}
