@@ -406,6 +406,12 @@ void Batch::plan_slots() {
   reserve_uid_block(sandbox_, slots_.reserved);
   lab_jobs_ = opts_.lab_jobs > 0 ? opts_.lab_jobs
                                  : default_lab_jobs(gpus_.empty() ? 0 : gpu_gib_, usable_cpus() / workers_, labs_.size());
+  {
+    std::error_code ec;
+    const auto space = fs::space(opts_.out, ec);
+    const std::string disk = ec ? "" : disk_space_warning(space.available, opts_.disk_gib, workers_ * lab_jobs_);
+    if (!disk.empty()) std::cerr << "labgrade: warning: " << disk << "\n";
+  }
   if (!gpus_.empty() && workers_ > static_cast<int>(gpus_.size()))
     std::cerr << "labgrade: warning: " << workers_ << " workers share " << gpus_.size()
               << " GPU(s): their speed gates take turns on it, but their other runs share its memory, and a "
@@ -610,6 +616,18 @@ std::string gpus_for_lab(const std::string& worker_gpus, int needs) {
   const auto keep = static_cast<std::size_t>(std::max(1, needs));
   if (members.size() > keep) members.resize(keep);
   return join(members, ",");
+}
+
+std::string disk_space_warning(std::uintmax_t available, double disk_gib, int runs_at_once) {
+  const double need = disk_gib * double(kGiB) * std::max(1, runs_at_once);
+  if (disk_gib <= 0 || double(available) >= need) return "";
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "the output folder's disk has %.1f GiB free, less than the %d lab run(s) at once may fill under "
+                "--disk-gib %g (%.1f GiB): a submission that fills its share could leave the others' compiles, logs "
+                "and results no room. Free space, grade on a larger disk, or lower --disk-gib",
+                double(available) / double(kGiB), std::max(1, runs_at_once), disk_gib, need / double(kGiB));
+  return buf;
 }
 
 std::vector<std::string> multi_gpu_warnings(const std::vector<LabGpus>& labs, std::size_t gpus_per_worker) {

@@ -902,6 +902,19 @@ TEST_CASE("a batch warns when a lab needs more GPUs than its workers see", "[bat
   CHECK(multi_gpu_warnings(labs, 0).empty());  // no GPU: every GPU gate says it was skipped, and why
 }
 
+TEST_CASE("a batch warns when its output disk cannot hold every lab at once filled to --disk-gib", "[batch_gpus]") {
+  using detail::disk_space_warning;
+  constexpr std::uintmax_t GiB = 1ull << 30;
+  // Two workers, six labs of a student at once each: 12 runs, 24 GiB at 2 GiB a lab.
+  CHECK(disk_space_warning(30 * GiB, 2, 12).empty());
+  const std::string w = disk_space_warning(20 * GiB, 2, 12);
+  CHECK_THAT(w, ContainsSubstring("20.0 GiB free"));
+  CHECK_THAT(w, ContainsSubstring("12 lab run(s) at once"));
+  CHECK_THAT(w, ContainsSubstring("24.0 GiB"));
+  CHECK(disk_space_warning(1 * GiB, 0, 12).empty());  // --disk-gib 0: not watched, nothing to promise
+  CHECK_FALSE(disk_space_warning(1 * GiB, 2, 0).empty());  // at least one run
+}
+
 TEST_CASE("a batch's compiles and its workers never share a uid slot for any -j or --workers", "[batch_eta]") {
   // Every slot's processes are swept after each compile and around each speed run: a compile slot that was also a
   // worker's would kill that worker's gate runs (with -j 1 it was: the workers' slots began at the number of jobs).
