@@ -132,10 +132,12 @@ struct LabGpus {
 };
 std::vector<std::string> multi_gpu_warnings(const std::vector<LabGpus>& labs, std::size_t gpus_per_worker);
 
-// What a batch says before it starts when the output folder's disk (`available` bytes) could not hold every lab that
-// runs at once filled to the disk watch's limit (--disk-gib, GateRunSpec::disk_limit_bytes): `runs_at_once` labs,
-// workers times labs of a student at once. "" when it could, or when the watch is off (disk_gib <= 0).
-std::string disk_space_warning(std::uintmax_t available, double disk_gib, int runs_at_once);
+// What a batch says before it starts when the output folder's disk (`available` bytes) could not hold every lab
+// folder that can be full at once, each to the disk watch's limit (--disk-gib, GateRunSpec::disk_limit_bytes): a
+// folder is emptied only when it passes the limit, and a student's folders stay until the student is done, so that
+// is the workers times the labs (`lab_folders`). The compiles of the students ahead come on top. "" when it could,
+// or when the watch is off (disk_gib <= 0).
+std::string disk_space_warning(std::uintmax_t available, double disk_gib, int lab_folders);
 
 // The files a batch grades with, as the file system had them when it started: the recipes, the gate, skeleton and
 // library objects, the compiler and linker, and the headers a student's compile can include. A rebuild or an update

@@ -409,7 +409,8 @@ void Batch::plan_slots() {
   {
     std::error_code ec;
     const auto space = fs::space(opts_.out, ec);
-    const std::string disk = ec ? "" : disk_space_warning(space.available, opts_.disk_gib, workers_ * lab_jobs_);
+    const std::string disk =
+        ec ? "" : disk_space_warning(space.available, opts_.disk_gib, workers_ * static_cast<int>(labs_.size()));
     if (!disk.empty()) std::cerr << "labgrade: warning: " << disk << "\n";
   }
   if (!gpus_.empty() && workers_ > static_cast<int>(gpus_.size()))
@@ -618,15 +619,16 @@ std::string gpus_for_lab(const std::string& worker_gpus, int needs) {
   return join(members, ",");
 }
 
-std::string disk_space_warning(std::uintmax_t available, double disk_gib, int runs_at_once) {
-  const double need = disk_gib * double(kGiB) * std::max(1, runs_at_once);
+std::string disk_space_warning(std::uintmax_t available, double disk_gib, int lab_folders) {
+  const double need = disk_gib * double(kGiB) * std::max(1, lab_folders);
   if (disk_gib <= 0 || double(available) >= need) return "";
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "the output folder's disk has %.1f GiB free, less than the %d lab run(s) at once may fill under "
-                "--disk-gib %g (%.1f GiB): a submission that fills its share could leave the others' compiles, logs "
-                "and results no room. Free space, grade on a larger disk, or lower --disk-gib",
-                double(available) / double(kGiB), std::max(1, runs_at_once), disk_gib, need / double(kGiB));
+                "the output folder's disk has %.1f GiB free, less than the %d lab folder(s) of the students graded at "
+                "once may fill under --disk-gib %g (%.1f GiB, the compiles of the students ahead not counted): "
+                "submissions that fill their share could leave the others' compiles, logs and results no room. Free "
+                "space, grade on a larger disk, or lower --disk-gib",
+                double(available) / double(kGiB), std::max(1, lab_folders), disk_gib, need / double(kGiB));
   return buf;
 }
 

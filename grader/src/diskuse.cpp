@@ -23,6 +23,18 @@ int open_dir(int parent, const char* name) {
   return ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+// Makes the folder `name` in `parent` its owner's to change (0700), never through a link: the folder is opened
+// with O_PATH and O_NOFOLLOW (a link there fails with ENOTDIR) and changed through /proc/self/fd, which names that
+// inode and no path. The grader can run this as root (a batch whose submissions run as root), beside a process of
+// the submission that could swap the folder for a link to /etc.
+void make_writable(int parent, const char* name) {
+  const int fd = ::openat(parent, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  ::chmod(proc.c_str(), 0700);
+  ::close(fd);
+}
+
 void add(DiskUse& use, const struct stat& st) {
   use.bytes += static_cast<std::uintmax_t>(st.st_blocks) * 512u;
   ++use.entries;
@@ -96,10 +108,8 @@ std::size_t empty_flat(int fd, std::size_t& budget) {
         continue;
       }
       ++left;
-      // Not empty (or not ours to change yet): made writable and searchable, its entries moved up here. Should
-      // the folder be swapped for a link meanwhile, the chmod reaches what the link names, which is as much as
-      // this uid could change anyway.
-      ::fchmodat(fd, e->d_name, 0700, 0);
+      // Not empty (or not ours to change yet): made writable and searchable, its entries moved up here.
+      make_writable(fd, e->d_name);
       const int sub = open_dir(fd, e->d_name);
       if (sub < 0) continue;
       if (DIR* sd = ::fdopendir(sub)) {
@@ -111,7 +121,7 @@ std::size_t empty_flat(int fd, std::size_t& budget) {
           // A folder moves only if it is writable (its ".." changes with it).
           struct stat cs;
           if (::fstatat(sub, c->d_name, &cs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(cs.st_mode))
-            ::fchmodat(sub, c->d_name, 0700, 0);
+            make_writable(sub, c->d_name);
           if (::renameat(sub, c->d_name, fd, to.c_str()) == 0) progress = true;
         }
         ::closedir(sd);
@@ -202,7 +212,7 @@ std::size_t remove_own_entries(const std::vector<std::filesystem::path>& dirs) {
       struct stat st;
       if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != me) continue;
       if (S_ISDIR(st.st_mode)) {
-        ::fchmodat(::dirfd(d), e->d_name, 0700, 0);  // its own folder, perhaps left read-only
+        make_writable(::dirfd(d), e->d_name);  // its own folder, perhaps left read-only
         const int sub = open_dir(::dirfd(d), e->d_name);
         if (sub >= 0) {
           failed += empty_flat(sub, budget);

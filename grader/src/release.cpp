@@ -34,7 +34,7 @@ std::vector<fs::path> repository_files(const fs::path& root) {
       run_command({"git", "-C", root.string(), "ls-files", "-z", "--cached", "--others", "--exclude-standard"}, 60);
   if (r.exit_code == 0) {
     for (const auto& f : split(r.output, '\0'))
-      if (!f.empty() && fs::exists(root / f)) files.emplace_back(f);
+      if (!f.empty() && (fs::exists(root / f) || fs::is_symlink(root / f))) files.emplace_back(f);  // links: check_link
     return files;
   }
   std::error_code ec;
@@ -53,24 +53,31 @@ std::vector<fs::path> repository_files(const fs::path& root) {
 
 bool excluded(const fs::path& rel);
 
-// A link the release would copy: one in a lab's student/ folder becomes its target's contents in .skeleton/ (a link
-// to a solution would ship the solution), and any link that leads outside the workbook or into what a release
-// leaves out would carry it along or dangle. Checked for every file before anything is written. Throws UserError.
+// A link the release would copy. One in a lab's student/ folder (or that folder itself) becomes its target's
+// contents in .skeleton/ (a link to a solution would ship the solution). Any other must be relative and lead, as
+// written, to a file the release keeps: an absolute link, or one that leaves the tree, would point the students at
+// the instructor's copy; one into solutions/ or hidden tests, or one that points at nothing, would dangle. Checked
+// for every file before anything is written. Throws UserError.
 void check_link(const fs::path& root, const fs::path& rel) {
   const fs::path from = root / rel;
   std::error_code ec;
   if (!fs::is_symlink(from, ec)) return;
-  if (std::vector<fs::path> p(rel.begin(), rel.end()); p.size() >= 4 && p[0] == "labs" && p[2] == "student")
+  if (std::vector<fs::path> p(rel.begin(), rel.end()); p.size() >= 3 && p[0] == "labs" && p[2] == "student")
     throw UserError(rel.string() + " is a symbolic link: a release copies each file of a lab's student/ folder into "
                                    ".skeleton/ as what it points to; put the file itself there");
-  const fs::path target = fs::weakly_canonical(from, ec);
-  const fs::path inside = target.lexically_relative(root);
-  if (ec || inside.empty() || *inside.begin() == "..")
-    throw UserError(rel.string() + " is a symbolic link out of the workbook (" + target.string() +
+  const fs::path text = fs::read_symlink(from, ec);
+  if (ec || text.is_absolute())
+    throw UserError(rel.string() + " is a symbolic link to an absolute path (" + text.string() +
+                    "): in a release it would point at this machine's files; make it relative");
+  const fs::path inside = (rel.parent_path() / text).lexically_normal();
+  if (inside.empty() || *inside.begin() == "..")
+    throw UserError(rel.string() + " is a symbolic link out of the workbook (" + text.string() +
                     "): a release would carry it to a file the students do not have");
   if (excluded(inside))
     throw UserError(rel.string() + " is a symbolic link to " + inside.string() +
                     ", which a release leaves out (solutions, hidden tests, planted fixtures)");
+  if (!fs::exists(from, ec))
+    throw UserError(rel.string() + " is a symbolic link to " + inside.string() + ", which does not exist");
 }
 
 bool excluded(const fs::path& rel) {

@@ -905,12 +905,12 @@ TEST_CASE("a batch warns when a lab needs more GPUs than its workers see", "[bat
 TEST_CASE("a batch warns when its output disk cannot hold every lab at once filled to --disk-gib", "[batch_gpus]") {
   using detail::disk_space_warning;
   constexpr std::uintmax_t GiB = 1ull << 30;
-  // Two workers, six labs of a student at once each: 12 runs, 24 GiB at 2 GiB a lab.
-  CHECK(disk_space_warning(30 * GiB, 2, 12).empty());
-  const std::string w = disk_space_warning(20 * GiB, 2, 12);
-  CHECK_THAT(w, ContainsSubstring("20.0 GiB free"));
-  CHECK_THAT(w, ContainsSubstring("12 lab run(s) at once"));
-  CHECK_THAT(w, ContainsSubstring("24.0 GiB"));
+  // Two workers, nine labs a student: 18 folders, 36 GiB at 2 GiB a lab.
+  CHECK(disk_space_warning(40 * GiB, 2, 18).empty());
+  const std::string w = disk_space_warning(30 * GiB, 2, 18);
+  CHECK_THAT(w, ContainsSubstring("30.0 GiB free"));
+  CHECK_THAT(w, ContainsSubstring("18 lab folder(s)"));
+  CHECK_THAT(w, ContainsSubstring("36.0 GiB"));
   CHECK(disk_space_warning(1 * GiB, 0, 12).empty());  // --disk-gib 0: not watched, nothing to promise
   CHECK_FALSE(disk_space_warning(1 * GiB, 2, 0).empty());  // at least one run
 }

@@ -105,9 +105,12 @@ TEST_CASE("labgrade release writes a tree without solutions or hidden gates that
 }
 
 TEST_CASE("labgrade release refuses links that would ship a solution or a file the students lack", "[release]") {
-  // A small workbook without git (the release walks it): a lab's student file, a solution, a hidden test.
+  // A small workbook (a git work tree of its own, so that the release lists its files with git as in a checkout,
+  // wherever TMPDIR is): a lab's student file, a solution, a hidden test.
   test::TempDir dir("release-links");
   const fs::path root = dir.path / "wb";
+  fs::create_directories(root);
+  REQUIRE(run_command({"git", "init", "-q", root.string()}, 60).exit_code == 0);
   write_file_atomic(root / "labs/01_x/student/step1.cu", "// skeleton\n");
   write_file_atomic(root / "solutions/01_x/step1.cu", "// the answer\n");
   write_file_atomic(root / "labs/01_x/tests/hidden/case.cpp", "// hidden\n");
@@ -131,7 +134,21 @@ TEST_CASE("labgrade release refuses links that would ship a solution or a file t
     fs::create_symlink("../labs/01_x/tests/hidden/case.cpp", root / "docs/case.cpp");
     CHECK_THROWS_WITH(release_main(opts), ContainsSubstring("which a release leaves out"));
     fs::remove(root / "docs/case.cpp");
-    fs::create_symlink("/etc/hostname", root / "docs/host");
+    fs::create_symlink("../../outside.md", root / "docs/host");
     CHECK_THROWS_WITH(release_main(opts), ContainsSubstring("out of the workbook"));
+    fs::remove(root / "docs/host");
+    fs::create_symlink(root / "docs/notes.md", root / "docs/abs");  // inside, but absolute: this machine's copy
+    CHECK_THROWS_WITH(release_main(opts), ContainsSubstring("absolute path"));
+    fs::remove(root / "docs/abs");
+    fs::create_symlink("missing.md", root / "docs/gone");
+    CHECK_THROWS_WITH(release_main(opts), ContainsSubstring("which does not exist"));
+    CHECK_FALSE(fs::exists(opts.out));
+  }
+  SECTION("a lab's student folder that is itself a link") {
+    fs::remove_all(root / "labs/01_x/student");
+    fs::create_directories(root / "elsewhere");
+    write_file_atomic(root / "elsewhere/step1.cu", "// moved\n");
+    fs::create_directory_symlink("../../elsewhere", root / "labs/01_x/student");
+    CHECK_THROWS_WITH(release_main(opts), ContainsSubstring("labs/01_x/student is a symbolic link"));
   }
 }
