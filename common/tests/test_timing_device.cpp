@@ -48,6 +48,16 @@ struct CopyCase {
   }
 };
 
+// One warm-up round, then every round up to max_repeats: a budget no round reaches.
+labkit::TimingOptions all_rounds(int min_repeats, int max_repeats) {
+  labkit::TimingOptions opt;
+  opt.warmup = 1;
+  opt.min_repeats = min_repeats;
+  opt.max_repeats = max_repeats;
+  opt.budget_ms = 1e6;
+  return opt;
+}
+
 labkit::TimingOptions exact_rounds(int rounds) {
   labkit::TimingOptions opt;
   opt.warmup = 1;
@@ -88,11 +98,7 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
   SECTION("a step honest in the first rounds and the last call only is caught at the late verified round") {
     // It knows the gates' call count (short calls always run max_repeats rounds) and skimps on the rounds between
     // the first min_repeats and the last, which decide the median: the late round falls among those.
-    labkit::TimingOptions opt;
-    opt.warmup = 1;
-    opt.min_repeats = 3;
-    opt.max_repeats = 12;
-    opt.budget_ms = 1e6;  // every round up to max_repeats
+    const labkit::TimingOptions opt = all_rounds(3, 12);
     c.tc.verified_round = 1;
     int skimped = 0;
     for (std::uint64_t draw : {1ull, 7ull, 8ull, 0x9E3779B97F4A7C15ull}) {  // late rounds 4, 10, 3, ...
@@ -247,11 +253,7 @@ TEST_CASE("compare_speed verifies the candidate's call of the picked round and i
     c.tc.recorded = labkit::RecordedCalls::two_calls;
     c.tc.recorded_round = 1;
     c.tc.late_draw = 2;
-    labkit::TimingOptions opt;
-    opt.warmup = 1;
-    opt.min_repeats = 3;
-    opt.max_repeats = 6;
-    opt.budget_ms = 1e6;
+    const labkit::TimingOptions opt = all_rounds(3, 6);
     int candidate_calls = 0;  // 0 the warm-up, 1-7 rounds 0-6, then the extra recorded call
     labkit::compare_speed(
         baseline, [&](int) { if (candidate_calls++ != 7) c.copy(); }, c.tc, opt);
@@ -309,11 +311,7 @@ TEST_CASE("with keep and restore, no check runs between two candidate calls", "[
   const auto baseline = [&](int) {
     LABKIT_CUDA(cudaMemcpyAsync(spare.data(), c.in.data(), kN * sizeof(float), cudaMemcpyDeviceToDevice));
   };
-  labkit::TimingOptions opt;
-  opt.warmup = 1;
-  opt.min_repeats = 3;
-  opt.max_repeats = 12;
-  opt.budget_ms = 1e6;  // every round up to max_repeats
+  const labkit::TimingOptions opt = all_rounds(3, 12);
   c.tc.verified_round = 1;
   c.tc.late_draw = 7;  // round 3 + 7 % 8 = 10
   const std::string mode = GENERATE(std::string("honest"), std::string("skips one call"));

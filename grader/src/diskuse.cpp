@@ -40,35 +40,43 @@ void add(DiskUse& use, const struct stat& st) {
   ++use.entries;
 }
 
-// Counts everything in the open folder `fd` (closed here). Entries are looked at with fstatat(AT_SYMLINK_NOFOLLOW)
-// and folders entered with O_NOFOLLOW: a link is counted as itself, never followed, whatever it points to.
-void walk(int fd, int depth, std::uintmax_t max_entries, DiskUse& use) {
+// Calls fn(name) for each entry of the open folder `d` but "." and "..", until fn returns false.
+template <class Fn>
+void each_entry(DIR* d, Fn&& fn) {
+  while (struct dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..") && !fn(e->d_name)) break;
+}
+
+// Counts what is in the open folder `fd` (closed here): at this level only the entries of `owner` where it is not
+// -1, below it everything. Entries are looked at with fstatat(AT_SYMLINK_NOFOLLOW) and folders entered with
+// O_NOFOLLOW: a link is counted as itself, never followed, whatever it points to.
+void walk(int fd, int depth, std::uintmax_t max_entries, DiskUse& use, long long owner = -1) {
   DIR* d = ::fdopendir(fd);
   if (!d) {
     ::close(fd);
     return;
   }
-  while (struct dirent* e = ::readdir(d)) {
-    if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
+  each_entry(d, [&](const char* name) {
     if (use.entries >= max_entries) {
       use.stopped = true;
-      break;
+      return false;
     }
     struct stat st;
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {  // gone meanwhile: still an entry,
-      ++use.entries;  // so that a folder whose files come and go as it is read still ends the walk at max_entries
-      continue;
+    if (::fstatat(::dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0) {  // gone meanwhile: still an entry, so that
+      ++use.entries;  // a folder whose files come and go as it is read still ends the walk at max_entries
+      return true;
     }
+    if (owner >= 0 && st.st_uid != static_cast<uid_t>(owner)) return true;
     add(use, st);
-    if (!S_ISDIR(st.st_mode)) continue;
+    if (!S_ISDIR(st.st_mode)) return true;
     if (depth >= kMaxDepth) {
       use.stopped = true;
-      continue;
+      return true;
     }
-    const int sub = open_dir(::dirfd(d), e->d_name);
+    const int sub = open_dir(::dirfd(d), name);
     if (sub >= 0) walk(sub, depth + 1, max_entries, use);
-    if (use.stopped) break;
-  }
+    return !use.stopped;
+  });
   ::closedir(d);
 }
 
@@ -152,27 +160,7 @@ DiskUse disk_use_of_uid(const std::vector<std::filesystem::path>& dirs, unsigned
   DiskUse use;
   for (const auto& dir : dirs) {
     const int fd = open_dir(AT_FDCWD, dir.c_str());
-    if (fd < 0) continue;
-    DIR* d = ::fdopendir(fd);
-    if (!d) {
-      ::close(fd);
-      continue;
-    }
-    while (struct dirent* e = ::readdir(d)) {
-      if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
-      if (use.entries >= max_entries) {
-        use.stopped = true;
-        break;
-      }
-      struct stat st;
-      if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != uid) continue;
-      add(use, st);
-      if (!S_ISDIR(st.st_mode)) continue;
-      const int sub = open_dir(::dirfd(d), e->d_name);
-      if (sub >= 0) walk(sub, 1, max_entries, use);
-      if (use.stopped) break;
-    }
-    ::closedir(d);
+    if (fd >= 0) walk(fd, 0, max_entries, use, uid);
     if (use.stopped) break;
   }
   return use;
@@ -199,30 +187,29 @@ std::size_t remove_own_entries(const std::vector<std::filesystem::path>& dirs) {
   std::size_t failed = 0, budget = kRemovalBudget;
   for (const auto& dir : dirs) {
     const int fd = open_dir(AT_FDCWD, dir.c_str());
-    if (fd < 0) continue;
-    DIR* d = ::fdopendir(fd);
+    DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
     if (!d) {
-      ::close(fd);
+      if (fd >= 0) ::close(fd);
       continue;
     }
-    while (struct dirent* e = ::readdir(d)) {
-      if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
-      if (budget == 0) break;
+    each_entry(d, [&](const char* name) {
+      if (budget == 0) return false;
       --budget;
       struct stat st;
-      if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != me) continue;
+      if (::fstatat(::dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != me) return true;
       if (S_ISDIR(st.st_mode)) {
-        make_writable(::dirfd(d), e->d_name);  // its own folder, perhaps left read-only
-        const int sub = open_dir(::dirfd(d), e->d_name);
+        make_writable(::dirfd(d), name);  // its own folder, perhaps left read-only
+        const int sub = open_dir(::dirfd(d), name);
         if (sub >= 0) {
           failed += empty_flat(sub, budget);
           ::close(sub);
         }
-        if (::unlinkat(::dirfd(d), e->d_name, AT_REMOVEDIR) != 0) ++failed;
-      } else if (::unlinkat(::dirfd(d), e->d_name, 0) != 0) {
+        if (::unlinkat(::dirfd(d), name, AT_REMOVEDIR) != 0) ++failed;
+      } else if (::unlinkat(::dirfd(d), name, 0) != 0) {
         ++failed;
       }
-    }
+      return true;
+    });
     ::closedir(d);
   }
   return failed;
