@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,22 +76,36 @@ void collective_call(const lab09::Grid& g, const std::string& context, F&& step)
 }
 
 // Host arrays in and out of the engine's memory (device memory with a GPU; the same host arrays without).
+// With `guarded` (the correctness gates), the array is followed by a guard of NaNs as long as itself and 1024 more,
+// on the host as on the device: a step that reads past its local block (the last panel taken b wide when b does
+// not divide K) gets NaN in C whatever memory lay there. Without it, such a step was caught only when the bytes
+// after the block happened not to be zeros: on the host, a batch's planted fixture failed at K = 3 in one run and
+// at K = 11 in the others.
 struct EngineArray {
   lab09::Engine& e;
   std::vector<float>& host;
+  std::vector<float> padded;  // guarded, host path: the array and its guard
   // At least one element, so that a process with an empty local block still passes the step a valid pointer.
   // DeviceBuffer::upload returns once the copy has landed: the steps work on e.stream and streams of their own, all
   // non-blocking, and the reference's step 3 once computed from inputs not all uploaded yet (one H100, four ranks,
   // a 1 x 4 grid: 512 of 1024 elements of C wrong, in one run of five).
   labkit::DeviceBuffer<float> dev;
-  EngineArray(lab09::Engine& eng, std::vector<float>& h) : e(eng), host(h) {
+  EngineArray(lab09::Engine& eng, std::vector<float>& h, bool guarded = false) : e(eng), host(h) {
+    if (guarded) {
+      padded.assign(2 * host.size() + 1024, std::numeric_limits<float>::quiet_NaN());
+      std::copy(host.begin(), host.end(), padded.begin());
+    }
     if (!e.gpu) return;
-    dev = labkit::DeviceBuffer<float>(std::max<std::size_t>(1, host.size()));
-    dev.upload(host);
+    const std::vector<float>& up = guarded ? padded : host;
+    dev = labkit::DeviceBuffer<float>(std::max<std::size_t>(1, up.size()));
+    dev.upload(up);
   }
-  float* ptr() { return e.gpu ? dev.data() : host.data(); }
+  float* ptr() {
+    if (e.gpu) return dev.data();
+    return padded.empty() ? host.data() : padded.data();
+  }
   std::vector<float> read() const {
-    if (!e.gpu) return host;
+    if (!e.gpu) return padded.empty() ? host : std::vector<float>(padded.begin(), padded.begin() + host.size());
     std::vector<float> h(host.size());
     dev.download(h.data(), h.size());
     return h;

@@ -288,7 +288,7 @@ void summa_case(SummaFn fn, const char* name, int P, int Q, int M, int N, int K,
   std::vector<float> got;
   bool inputs_changed = false;
   {
-    EngineArray A(e, a), B(e, bb), C(e, c);
+    EngineArray A(e, a, true), B(e, bb, true), C(e, c, true);
     collective_call(g, ctx.str(), [&] {
       fn(g, e, M, N, K, b, A.ptr(), B.ptr(), C.ptr());
       if (e.gpu) LABKIT_CUDA(cudaDeviceSynchronize());  // an asynchronous fault belongs to the step
