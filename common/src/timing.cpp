@@ -294,14 +294,19 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   const auto picked_name = [](int k) {
     return "timed call " + std::to_string(k) + ", one the gate's secret picked among the timed calls";
   };
-  int last_verified = -1;  // the call verify_picked checked (or kept to check) last
+  int last_verified = -1;  // the call checked (or kept to be checked) last
+  // The call just made kept in the first slot no picked call holds; returns that slot's entry.
+  const auto keep_in_free_slot = [&] {
+    const auto free_slot = std::find(slot_call.begin(), slot_call.end(), -1);
+    if (free_slot == slot_call.end()) throw std::logic_error("compare_speed: more picked calls than kept slots");
+    tc.keep(static_cast<int>(free_slot - slot_call.begin()));
+    return free_slot;
+  };
   // After the candidate's call k of a round: kept, and checked now or later where the round is picked.
   const auto after_candidate = [&](int k, bool picked) {
     if (deferred) {
-      const auto free_slot = std::find(slot_call.begin(), slot_call.end(), -1);
-      if (free_slot == slot_call.end()) throw std::logic_error("compare_speed: more picked calls than kept slots");
-      tc.keep(static_cast<int>(free_slot - slot_call.begin()));
-      if (picked) *free_slot = k;
+      const auto slot = keep_in_free_slot();
+      if (picked) *slot = k;
     } else if (picked) {
       verify_call(tc, picked_name(k));
     }
@@ -369,12 +374,7 @@ SpeedComparison compare_speed(const std::function<void(int)>& baseline, const st
   } else {
     // The picked calls, then the last, in call order. The last is kept too, in a free slot (nothing follows it to
     // see the copy), since restoring the others overwrites what it left.
-    const auto free_slot = std::find(slot_call.begin(), slot_call.end(), -1);
-    if (last_verified != call - 1) {
-      if (free_slot == slot_call.end()) throw std::logic_error("compare_speed: more picked calls than kept slots");
-      tc.keep(static_cast<int>(free_slot - slot_call.begin()));
-      *free_slot = call - 1;
-    }
+    if (last_verified != call - 1) *keep_in_free_slot() = call - 1;
     std::vector<std::pair<int, int>> order;  // (call, slot)
     for (int slot = 0; slot < kKeptSlots; ++slot)
       if (slot_call[slot] >= 0) order.emplace_back(slot_call[slot], slot);
