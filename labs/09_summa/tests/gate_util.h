@@ -8,12 +8,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
-#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "labkit/buffer.h"
+#include "labkit/guard.h"
 #include "labkit/gate.h"
 #include "labkit/not_implemented.h"
 #include "summa.h"
@@ -76,39 +77,64 @@ void collective_call(const lab09::Grid& g, const std::string& context, F&& step)
 }
 
 // Host arrays in and out of the engine's memory (device memory with a GPU; the same host arrays without).
-// With `guarded` (the correctness gates), the array is followed by a guard of NaNs as long as itself and 1024 more,
-// on the host as on the device: a step that reads past its local block (the last panel taken b wide when b does
-// not divide K) gets NaN in C whatever memory lay there. Without it, such a step was caught only when the bytes
-// after the block happened not to be zeros: on the host, a batch's planted fixture failed at K = 3 in one run and
-// at K = 11 in the others.
+// With a name (the correctness gates), the array lies between two guard bands of labkit's pattern (labkit/guard.h):
+// a GuardedBuffer on the device, a host copy laid out the same way without a GPU. A step that reads past its
+// local block (the last panel taken b wide when b does not divide K) reads guard words, which are NaNs, and C goes
+// wrong whatever memory lay there; one that writes past it is named by guards(). Without the bands, such a read was
+// caught only when the bytes after the block happened not to be zeros: on the host, a batch's planted fixture failed
+// at K = 3 in one run and at K = 11 in the others.
 struct EngineArray {
   lab09::Engine& e;
   std::vector<float>& host;
-  std::vector<float> padded;  // guarded, host path: the array and its guard
+  const char* name;  // nullptr: no guard bands (the speed gate's arrays)
   // At least one element, so that a process with an empty local block still passes the step a valid pointer.
   // DeviceBuffer::upload returns once the copy has landed: the steps work on e.stream and streams of their own, all
   // non-blocking, and the reference's step 3 once computed from inputs not all uploaded yet (one H100, four ranks,
-  // a 1 x 4 grid: 512 of 1024 elements of C wrong, in one run of five).
+  // a 1 x 4 grid: 512 of 1024 elements of C wrong, in one run of five). GuardedBuffer::upload waits too.
   labkit::DeviceBuffer<float> dev;
-  EngineArray(lab09::Engine& eng, std::vector<float>& h, bool guarded = false) : e(eng), host(h) {
-    if (guarded) {
-      padded.assign(2 * host.size() + 1024, std::numeric_limits<float>::quiet_NaN());
-      std::copy(host.begin(), host.end(), padded.begin());
+  std::optional<labkit::GuardedBuffer<float>> guarded_dev;
+  std::vector<float> banded;  // named, without a GPU: band, array, band
+  std::size_t band = 0;       // elements in each band of `banded`
+  std::uint64_t key = 0;
+  EngineArray(lab09::Engine& eng, std::vector<float>& h, const char* guard_name = nullptr)
+      : e(eng), host(h), name(guard_name) {
+    if (name && e.gpu) {
+      guarded_dev.emplace(host.size(), name);
+      guarded_dev->upload(host);
+    } else if (name) {
+      band = labkit::guard_bands_in_use() ? labkit::default_guard_bytes(host.size() * sizeof(float)) / sizeof(float)
+                                          : 0;
+      key = labkit::guard_key(labkit::next_guard_id());
+      banded.resize(std::max<std::size_t>(1, host.size() + 2 * band));
+      labkit::fill_guard_host(banded.data(), 0, banded.size(), sizeof(float), key);
+      std::copy(host.begin(), host.end(), banded.begin() + std::ptrdiff_t(band));
+    } else if (e.gpu) {
+      dev = labkit::DeviceBuffer<float>(std::max<std::size_t>(1, host.size()));
+      dev.upload(host);
     }
-    if (!e.gpu) return;
-    const std::vector<float>& up = guarded ? padded : host;
-    dev = labkit::DeviceBuffer<float>(std::max<std::size_t>(1, up.size()));
-    dev.upload(up);
   }
   float* ptr() {
-    if (e.gpu) return dev.data();
-    return padded.empty() ? host.data() : padded.data();
+    if (guarded_dev) return guarded_dev->data();
+    if (name) return banded.data() + band;
+    return e.gpu ? dev.data() : host.data();
   }
   std::vector<float> read() const {
-    if (!e.gpu) return padded.empty() ? host : std::vector<float>(padded.begin(), padded.begin() + host.size());
+    if (guarded_dev) return guarded_dev->download();
+    if (name) return std::vector<float>(banded.begin() + std::ptrdiff_t(band),
+                                        banded.begin() + std::ptrdiff_t(band + host.size()));
+    if (!e.gpu) return host;
     std::vector<float> h(host.size());
     dev.download(h.data(), h.size());
     return h;
+  }
+  // Whether the step left the guard bands as they were (always, without a name).
+  labkit::GuardReport guards() const {
+    if (guarded_dev) return guarded_dev->check_guards();
+    if (!name) return {};
+    const std::size_t n = host.size();
+    return labkit::guard_report(labkit::scan_guard_host(banded.data(), 0, band, sizeof(float), key),
+                                labkit::scan_guard_host(banded.data(), band + n, 2 * band + n, sizeof(float), key),
+                                labkit::GuardLayout{n, band, sizeof(float), 0}, name);
   }
 };
 

@@ -287,8 +287,9 @@ void summa_case(SummaFn fn, const char* name, int P, int Q, int M, int N, int K,
   Engine& e = engine();
   std::vector<float> got;
   bool inputs_changed = false;
+  std::string past_block;  // a write outside a local block, as the guard bands saw it
   {
-    EngineArray A(e, a, true), B(e, bb, true), C(e, c, true);
+    EngineArray A(e, a, "A"), B(e, bb, "B"), C(e, c, "C");
     collective_call(g, ctx.str(), [&] {
       fn(g, e, M, N, K, b, A.ptr(), B.ptr(), C.ptr());
       if (e.gpu) LABKIT_CUDA(cudaDeviceSynchronize());  // an asynchronous fault belongs to the step
@@ -296,10 +297,13 @@ void summa_case(SummaFn fn, const char* name, int P, int Q, int M, int N, int K,
     if (g.member()) {
       got = C.read();
       inputs_changed = A.read() != a0 || B.read() != b0;
+      for (const EngineArray* x : {&A, &B, &C})
+        if (const labkit::GuardReport r = x->guards(); !r.ok && past_block.empty()) past_block = r.message;
     }
   }
   std::string problem;
   if (inputs_changed) problem = where(g) + " the step changed its inputs A or B";
+  else if (!past_block.empty()) problem = where(g) + " " + past_block;
   if (g.member() && problem.empty()) {
     const int mloc = local_rows(dC, g), nloc = local_cols(dC, g), ld = local_ld(dC, g);
     const double u = 0x1p-24;  // fp32 unit roundoff
