@@ -37,8 +37,8 @@ const std::vector<std::filesystem::path>& shared_temp_dirs();
 std::size_t clear_folder(const std::filesystem::path& dir, const std::vector<std::string>& keep);
 
 // Removes what the calling process's uid owns directly in each of `dirs`, folders with their contents (as
-// clear_folder removes them), never following a link. For the child that sweeps a slot's uid (sandbox_process.cpp), running as that uid: it can
-// remove nothing the uid could not. Returns how many entries it could not remove.
+// clear_folder removes them), never following a link. For the child that sweeps a slot's uid (sandbox_process.cpp),
+// running as that uid: it can remove nothing the uid could not. Returns how many entries it could not remove.
 std::size_t remove_own_entries(const std::vector<std::filesystem::path>& dirs);
 
 }  // namespace labgrade

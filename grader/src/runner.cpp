@@ -8,17 +8,14 @@
 #include "progress.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -276,20 +273,8 @@ std::string disk_text(const DiskUse& use, const GateRunSpec& spec) {
 void clear_lab_files(const GateRunSpec& spec) {
   if (spec.process.writable.empty()) return;
   const std::vector<std::string> keep{"home", "tmp"};
-  const int uid = slot_uid(spec.process.sandbox, spec.process.slot);
-  if (uid < 0 || geteuid() != 0) {
-    clear_folder(spec.process.writable, keep);
-    return;
-  }
-  const pid_t child = fork();
-  if (child == 0) {
-    if (setgroups(0, nullptr) == 0 && setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0)
-      clear_folder(spec.process.writable, keep);
-    _exit(0);
-  }
-  if (child > 0)
-    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
-    }
+  const auto clear = [&] { clear_folder(spec.process.writable, keep); };
+  if (!run_as_uid(slot_uid(spec.process.sandbox, spec.process.slot), clear)) clear();
 }
 
 // Whether the lab's files are within the limit, after clearing its folder (clear_lab_files) if they were not.
@@ -586,7 +571,8 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
       break;
     }
     // Files an earlier run of the lab left past the limit (one that passed it in its last second, between two
-    // looks) are cleared before this one starts, so that it is not killed at its first look for them.
+    // looks) are cleared before this one starts, so that it is not killed at its first look for them; files that
+    // cannot be (its uid's in the shared temporary folders, after a disk kill) end the lab here.
     if (spec.disk_limit_bytes > 0 && !disk_room(spec)) {
       set_rest(Status::crashed, "not run: the lab's files on disk could not be cleared (" +
                                     disk_text(lab_disk_use(spec), spec) + ")");
@@ -626,11 +612,6 @@ double run_loop(LabResult& lab, const GateRunSpec& spec, std::vector<std::string
     if (remaining.empty()) break;
     if (killed == Kill::lab_timeout) {
       set_rest(Status::timeout, "not run: " + kill_text(killed, detail, spec));
-      break;
-    }
-    if (killed == Kill::disk && !disk_room(spec)) {  // in the shared temporary folders, still there
-      set_rest(Status::crashed, "not run: the lab's gate binary wrote too much to disk earlier (" +
-                                    disk_text(disk, spec) + "), and its uid's files in /tmp are still there");
       break;
     }
     // A run that finished (run_end, then a normal exit) without a gate: the binary has no such gate. After a

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -147,6 +148,10 @@ void reserve_uid_block(SandboxSettings& s, int slots);
 int slot_uid(const SandboxSettings* sandbox, int slot);
 // Kills every process of the slot's dedicated uid (nothing without one, or when not root).
 void sweep_uid(const SandboxSettings* sandbox, int slot);
+// Runs fn in a child process switched to `uid` (its own group, no supplementary ones) and waits for it: whatever fn
+// does to files, it can do no more than that uid could. Only as root and for uid >= 0; false (fn not run) otherwise.
+// fn runs after a fork of a threaded process: no locks another thread may hold, and no first use of a static.
+bool run_as_uid(int uid, const std::function<void()>& fn);
 void give_to_slot(const fs::path& dir, const SandboxSettings* sandbox, int slot);
 // Back to the grader (root, mode 0755): the slot uid can read and run, not change.
 void take_back(const fs::path& dir, const SandboxSettings* sandbox);

@@ -194,21 +194,26 @@ namespace {
 // outlive the submission (bubblewrap's are the sandbox's own): as that uid, so that it can remove nothing the
 // submission could not.
 void kill_uid(int uid) {
-  if (uid < 0 || geteuid() != 0) return;
   const auto& temp_dirs = shared_temp_dirs();  // made here: the child must not be the one to initialise a static
-  pid_t sweeper = fork();
-  if (sweeper == 0) {
-    if (setgroups(0, nullptr) == 0 && setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0) {
-      ::kill(-1, SIGKILL);
-      remove_own_entries(temp_dirs);
-    }
-    _exit(0);
-  }
-  if (sweeper > 0)
-    while (waitpid(sweeper, nullptr, 0) < 0 && errno == EINTR) {
-    }
+  run_as_uid(uid, [&] {
+    ::kill(-1, SIGKILL);
+    remove_own_entries(temp_dirs);
+  });
 }
 }  // namespace
+
+bool run_as_uid(int uid, const std::function<void()>& fn) {
+  if (uid < 0 || geteuid() != 0) return false;
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) == 0 && setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0) fn();
+    _exit(0);
+  }
+  if (child > 0)
+    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  return child > 0;
+}
 
 void sweep_uid(const SandboxSettings* sandbox, int slot) { kill_uid(slot_uid(sandbox, slot)); }
 
