@@ -70,9 +70,10 @@ bool keeps_device_memory(const SpeedComparison& cmp);
 //    timed call does not read inputs still warm in L2 from the refresh;
 //  - verify(): untimed, checks the output of the candidate call just made (or, with keep and restore, the one
 //    restored) against a trusted result; it fails the gate itself (gate::require). compare_speed calls it for the
-//    candidate's counted call in round `verified_round`, for the late round's, and for the last call. A step that skips its work on some calls (an answer kept from an
-//    earlier call, or none) is caught with a chance of at least its skip rate at the first, which it cannot tell
-//    from the other counted calls, and needs luck at the last too. Its messages name the call with verified_call().
+//    candidate's counted call in round `verified_round`, for the late round's, and for the last call. A step that
+//    skips its work on some calls (an answer kept from an earlier call, or none) is caught with a chance of at
+//    least its skip rate at the first, which it cannot tell from the other counted calls, and needs luck at the
+//    last too. Its messages name the call with verified_call().
 // Both are required; a gate that leaves refresh empty says why in a comment.
 //  - record (optional; every gate whose step may run only its own kernels sets it, with
 //    gate::record_timed_calls): makes a CallRecorder, the launch recorder with gate::own_kernels' rules. check()

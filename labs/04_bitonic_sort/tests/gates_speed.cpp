@@ -34,8 +34,8 @@ namespace {
 //    sorts sorted data and a sort that remembers its last answer (keyed on the pointer, n or a few sampled keys)
 //    hands back a wrong one;
 //  - verify(), untimed, on the candidate's call in a round the gate's secret picks and on its last call, after the
-//    timing (labkit::KeptCalls): the output must be the sorted input of that call (the check of the correctness gates, on the GPU first, with the
-//    host's diagnosis when it fails). A fast wrong sort earns nothing, and needs no check before the timing: the
+//    timing (labkit::KeptCalls): the output must be the sorted input of that call (the check of the correctness
+//    gates, on the GPU first, with the host's diagnosis when it fails). A fast wrong sort earns nothing, and needs no check before the timing: the
 //    checked calls are at the timed size on keys they never saw;
 //  - record: only the step's own kernels may run (no thrust::sort or CUB inside a step), in a timed round the
 //    gate's secret picks and in the last call.

@@ -29,8 +29,9 @@ namespace {
 // Every timed call gets freshly filled x and y (a result remembered from an earlier call never matches) and a cold
 // L2; the launch recorder watches a timed round the gate's secret picks and the last call (TimedCase::record), and
 // after the timing (the y of every call kept alike: labkit::KeptCalls) the y of the calls the secret picked and of the
-// last is checked element by element against a*x + y0 of its own inputs, on the device (the host check took 0.55 s of each gate's 0.75 s, the GPU idle meanwhile). No check
-// before the timing: the last call is one at the timed size on inputs it never saw, with the same diagnosis.
+// last is checked element by element against a*x + y0 of its own inputs, on the device (the host check took 0.55 s
+// of each gate's 0.75 s, the GPU idle meanwhile). No check before the timing: the last call is one at the timed
+// size on inputs it never saw, with the same diagnosis.
 //
 // The device arrays of a speed gate: filled on the device by every refresh, so no host copy is made up front.
 struct SpeedArrays {

@@ -106,13 +106,12 @@ void speed_gate(Scheme s) {
   // it rescaled. The run length is in the seed: the long run's call k must not get the short run's b, whose state
   // after 10 iterations a solver could keep and resume from.
   int refreshed = -1;  // the call whose b is in b and in the baseline
-  auto draw_b = [&](int k) {
+  auto refresh = [&](int k) {
     labkit::fill_random(b, labkit::gate::seed("speed b, " + std::to_string(iters) + " iterations, call " +
                                               std::to_string(k)));
     base.set_b(b);
     refreshed = k;
   };
-  auto refresh = [&](int k) { draw_b(k); };
   auto verify = [&] {
     base.run(iters);
     labkit::CheckOptions o;
@@ -145,7 +144,7 @@ void speed_gate(Scheme s) {
     kept.at(slot).second.assign(x.begin(), x.end());  // within the capacity it has
   };
   tc.restore = [&](int slot) {
-    draw_b(kept.at(slot).first);
+    refresh(kept.at(slot).first);
     x = kept.at(slot).second;
   };
   auto measure = [&](int k_iters) {
